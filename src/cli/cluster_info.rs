@@ -1,0 +1,133 @@
+//! `kube-remediator cluster-info`: connectivity check and a node health report.
+
+use std::process::ExitCode;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, ListParams};
+
+use super::ConnectionArgs;
+use crate::controllers::observe::{NODE_LEASE_NAMESPACE, node_observation};
+use crate::core::{NodeHealth, NodeObservation, assess_node};
+use crate::{Error, Result};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t = Output::Table)]
+    output: Output,
+}
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum Output {
+    Table,
+    Json,
+}
+
+pub async fn run(conn: &ConnectionArgs, args: Args) -> Result<ExitCode> {
+    let client = conn.client().await?;
+    let server = client.apiserver_version().await.map_err(Error::ReadServerVersion)?;
+    let nodes = Api::<Node>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(|source| Error::List { kind: "nodes", source })?;
+    let leases = Api::<Lease>::namespaced(client, NODE_LEASE_NAMESPACE)
+        .list(&ListParams::default())
+        .await
+        .map_err(|source| Error::List { kind: "leases", source })?;
+    let now = jiff::Timestamp::now();
+    let report: Vec<(NodeObservation, NodeHealth)> = nodes
+        .items
+        .iter()
+        .map(|node| {
+            let lease = leases.items.iter().find(|l| l.metadata.name == node.metadata.name);
+            let obs = node_observation(node, lease);
+            let health = assess_node(&obs, now);
+            (obs, health)
+        })
+        .collect();
+
+    match args.output {
+        Output::Json => {
+            let nodes: Vec<_> = report
+                .iter()
+                .map(|(obs, health)| {
+                    serde_json::json!({
+                        "name": obs.name,
+                        "ready": health.readiness.as_str(),
+                        "notReadySeconds": health.not_ready_for.map(|d| d.as_secs()),
+                        "leaseAgeSeconds": health.lease_age.map(|d| d.as_secs()),
+                        "cordoned": obs.unschedulable,
+                        "taints": obs.taints,
+                    })
+                })
+                .collect();
+            let doc = serde_json::json!({ "serverVersion": server.git_version, "nodes": nodes });
+            println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+        }
+        Output::Table => {
+            let healthy = report.iter().filter(|(_, h)| h.is_healthy()).count();
+            println!("Kubernetes {} ({} nodes: {} Ready, {} not Ready)", server.git_version, report.len(), healthy, report.len() - healthy);
+            if !report.is_empty() {
+                println!();
+                let rows: Vec<[String; 6]> = report
+                    .iter()
+                    .map(|(obs, health)| {
+                        [
+                            obs.name.clone(),
+                            health.readiness.as_str().to_string(),
+                            health.not_ready_for.map(human).unwrap_or_else(|| "-".into()),
+                            health.lease_age.map(human).unwrap_or_else(|| "-".into()),
+                            if obs.unschedulable { "yes".into() } else { "no".into() },
+                            if obs.taints.is_empty() { "-".into() } else { obs.taints.join(",") },
+                        ]
+                    })
+                    .collect();
+                print_table(&["NAME", "READY", "NOT READY FOR", "LEASE AGE", "CORDONED", "TAINTS"], &rows);
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Prints left-aligned columns separated by two spaces.
+fn print_table<const N: usize>(header: &[&str; N], rows: &[[String; N]]) {
+    let mut widths = header.map(str::len);
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.len());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let parts: Vec<String> =
+            cells.iter().zip(widths).map(|(c, w)| format!("{c:<w$}")).collect();
+        println!("{}", parts.join("  ").trim_end());
+    };
+    line(header.to_vec());
+    for row in rows {
+        line(row.iter().map(String::as_str).collect());
+    }
+}
+
+/// `95s` -> `1m35s`, `7260s` -> `2h1m`.
+fn human(d: jiff::SignedDuration) -> String {
+    let s = d.as_secs().max(0);
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m{}s", s / 60, s % 60),
+        _ => format!("{}h{}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::human;
+    use jiff::SignedDuration;
+
+    #[test]
+    fn human_durations() {
+        for (secs, want) in [(0, "0s"), (59, "59s"), (95, "1m35s"), (7260, "2h1m"), (-3, "0s")] {
+            assert_eq!(human(SignedDuration::from_secs(secs)), want);
+        }
+    }
+}

@@ -1,0 +1,79 @@
+//! The crate's error type: one variant per operation that failed, carrying its context.
+
+use std::time::Duration;
+
+/// Result alias used across the crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can fail in kube-remediator, named after the operation that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Loading a kubeconfig or in-cluster configuration failed.
+    #[error("cannot load Kubernetes client configuration: {0}")]
+    LoadConfig(#[source] Box<dyn std::error::Error + Send + Sync>),
+
+    /// Building the HTTP client from the configuration failed.
+    #[error("cannot build Kubernetes client: {0}")]
+    BuildClient(#[source] kube::Error),
+
+    /// Reading the API server's version failed.
+    #[error("cannot read the API server version: {0}")]
+    ReadServerVersion(#[source] kube::Error),
+
+    /// Listing objects of a kind failed.
+    #[error("cannot list {kind}: {source}")]
+    List {
+        kind: &'static str,
+        #[source]
+        source: kube::Error,
+    },
+
+    /// A request did not answer within its deadline.
+    #[error("{operation} timed out after {timeout:?}")]
+    Timeout { operation: &'static str, timeout: Duration },
+}
+
+impl Error {
+    /// A short, bounded label for metrics and Event reasons.
+    pub fn category(&self) -> &'static str {
+        match self {
+            Error::LoadConfig(_) | Error::BuildClient(_) => "Config",
+            Error::ReadServerVersion(_) | Error::List { .. } => "ApiRead",
+            Error::Timeout { .. } => "Timeout",
+        }
+    }
+
+    /// Whether retrying later may succeed (network trouble, server overload, timeouts).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Error::LoadConfig(_) | Error::BuildClient(_) => false,
+            Error::ReadServerVersion(e) | Error::List { source: e, .. } => kube_error_is_transient(e),
+            Error::Timeout { .. } => true,
+        }
+    }
+}
+
+/// Server errors (5xx), throttling (429) and transport failures are worth retrying;
+/// client errors such as Forbidden or NotFound are not.
+fn kube_error_is_transient(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(status) => status.code >= 500 || status.code == 429,
+        kube::Error::HyperError(_) | kube::Error::Service(_) => true,
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeouts_are_transient_config_errors_are_not() {
+        let timeout = Error::Timeout { operation: "list nodes", timeout: Duration::from_secs(1) };
+        assert!(timeout.is_transient());
+        assert_eq!(timeout.category(), "Timeout");
+        let config = Error::LoadConfig("no kubeconfig".into());
+        assert!(!config.is_transient());
+        assert_eq!(config.category(), "Config");
+    }
+}

@@ -1,0 +1,16 @@
+//! kube-remediator heals what Kubernetes leaves stuck when a kubelet stops answering.
+//!
+//! Layout (observe, decide, act):
+//! - [`core`]: the pure decision core. No client, no async, no clock: `now` is a parameter.
+//! - [`controllers`]: watch the cluster and turn objects into observations.
+//! - [`cli`]: command-line entry points.
+//! - [`telemetry`]: logging set-up.
+//! - [`error`]: the crate's one error type.
+
+pub mod cli;
+pub mod controllers;
+pub mod core;
+pub mod error;
+pub mod telemetry;
+
+pub use error::{Error, Result};
