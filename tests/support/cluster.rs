@@ -1,0 +1,386 @@
+//! A real Kubernetes control plane on 127.0.0.1: etcd, kube-apiserver, kube-controller-manager,
+//! kube-scheduler and kwok (simulated kubelets), built from upstream Go modules by
+//! `tools/testbin`. Every component binds to loopback on free ports, logs into the run's
+//! directory under `target/e2e/`, and is stopped when the [`Cluster`] is stopped or dropped.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use kube::Api;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+use super::pki::Pki;
+
+/// Label that makes kwok manage (heartbeat) a node. Removing it kills the node.
+pub const ALIVE_LABEL: &str = "kwok.remediator.io/alive";
+
+/// How long kwok's simulated kubelet Leases last; kwok renews them every quarter of this.
+pub const NODE_LEASE_SECONDS: u32 = 10;
+/// kube-controller-manager marks a node Unknown after this long without a heartbeat.
+pub const NODE_MONITOR_GRACE_SECONDS: u32 = 10;
+/// Default NoExecute tolerations for not-ready/unreachable nodes (the upstream default is 300).
+pub const DEFAULT_TOLERATION_SECONDS: u32 = 5;
+
+/// Where the control-plane binaries are, and the kwok stage file.
+#[derive(Clone, Debug)]
+pub struct TestBin {
+    pub dir: PathBuf,
+}
+
+impl TestBin {
+    /// Finds the binaries: `$KUBE_REMEDIATOR_TESTBIN` if set, otherwise runs `tools/testbin`,
+    /// which builds whatever is missing (showing its progress) and prints the directory.
+    pub fn locate() -> Result<TestBin> {
+        if let Ok(dir) = std::env::var("KUBE_REMEDIATOR_TESTBIN") {
+            return Ok(TestBin { dir: PathBuf::from(dir) });
+        }
+        let script = repo_root().join("tools/testbin");
+        let out = Command::new("bash")
+            .arg(&script)
+            .stderr(Stdio::inherit())
+            .output()
+            .with_context(|| format!("running {}", script.display()))?;
+        if !out.status.success() {
+            bail!("{} failed (see its messages above)", script.display());
+        }
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let dir = stdout.lines().last().unwrap_or_default().trim().to_string();
+        if dir.is_empty() {
+            bail!("{} printed no directory", script.display());
+        }
+        Ok(TestBin { dir: PathBuf::from(dir) })
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+}
+
+/// The repository root (where Cargo.toml is).
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+struct Proc {
+    name: &'static str,
+    child: Child,
+}
+
+/// A running control plane. Stop it with [`Cluster::stop`]; dropping it stops it too.
+pub struct Cluster {
+    /// The run directory: logs, PKI, kubeconfig, audit log.
+    pub dir: PathBuf,
+    pub kubeconfig: PathBuf,
+    pub server: String,
+    /// The API server's audit log (writes only, Metadata level), to prove who changed what.
+    pub audit_log: PathBuf,
+    pub bin: TestBin,
+    etcd_data: PathBuf,
+    procs: Mutex<Vec<Proc>>,
+}
+
+impl Cluster {
+    /// Starts every component and waits until the API server serves, the controller manager has
+    /// created the default ServiceAccount, and kwok runs. `dir` receives logs and credentials.
+    pub async fn start(dir: &Path) -> Result<Cluster> {
+        let started = Instant::now();
+        let bin = TestBin::locate()?;
+        for name in ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"] {
+            if !bin.path(name).is_file() {
+                bail!("{} is missing; run tools/testbin", bin.path(name).display());
+            }
+        }
+        std::fs::create_dir_all(dir)?;
+        kill_stale_runs(dir.parent().unwrap_or(dir));
+        let pki = Pki::write(&dir.join("pki"))?;
+
+        let etcd_client = free_port()?;
+        let etcd_peer = free_port()?;
+        let apiserver_port = free_port()?;
+        let server = format!("https://127.0.0.1:{apiserver_port}");
+        let kubeconfig = dir.join("kubeconfig");
+        std::fs::write(&kubeconfig, pki.kubeconfig(&server))?;
+        let audit_policy = dir.join("audit-policy.yaml");
+        std::fs::write(&audit_policy, AUDIT_POLICY)?;
+        let audit_log = dir.join("audit.log");
+        // etcd's data lives on tmpfs when there is one: it is throw-away and fsync-free anyway.
+        let tmpfs = Path::new("/dev/shm");
+        let etcd_base = if tmpfs.is_dir() { tmpfs.to_path_buf() } else { dir.to_path_buf() };
+        let etcd_data = etcd_base.join(format!(
+            "kube-remediator-etcd-{}-{}",
+            std::process::id(),
+            apiserver_port
+        ));
+
+        let cluster = Cluster {
+            dir: dir.to_path_buf(),
+            kubeconfig: kubeconfig.clone(),
+            server: server.clone(),
+            audit_log: audit_log.clone(),
+            bin: bin.clone(),
+            etcd_data: etcd_data.clone(),
+            procs: Mutex::new(Vec::new()),
+        };
+
+        cluster.spawn(
+            "etcd",
+            &[
+                "--name=test".into(),
+                format!("--data-dir={}", etcd_data.display()),
+                format!("--listen-client-urls=http://127.0.0.1:{etcd_client}"),
+                format!("--advertise-client-urls=http://127.0.0.1:{etcd_client}"),
+                format!("--listen-peer-urls=http://127.0.0.1:{etcd_peer}"),
+                format!("--initial-advertise-peer-urls=http://127.0.0.1:{etcd_peer}"),
+                format!("--initial-cluster=test=http://127.0.0.1:{etcd_peer}"),
+                "--unsafe-no-fsync".into(),
+                "--log-level=warn".into(),
+            ],
+        )?;
+
+        let p = |path: &Path| path.display().to_string();
+        cluster.spawn(
+            "kube-apiserver",
+            &[
+                format!("--etcd-servers=http://127.0.0.1:{etcd_client}"),
+                "--bind-address=127.0.0.1".into(),
+                "--advertise-address=127.0.0.1".into(),
+                format!("--secure-port={apiserver_port}"),
+                format!("--tls-cert-file={}", p(&pki.serving_cert)),
+                format!("--tls-private-key-file={}", p(&pki.serving_key)),
+                format!("--client-ca-file={}", p(&pki.ca_cert)),
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
+                format!("--service-account-key-file={}", p(&pki.service_account_pub)),
+                format!("--service-account-signing-key-file={}", p(&pki.service_account_key)),
+                "--service-cluster-ip-range=10.96.0.0/16".into(),
+                "--authorization-mode=Node,RBAC".into(),
+                // The kubernetes Service's endpoints would point at loopback, which the API
+                // rejects; nothing in the tests needs them.
+                "--endpoint-reconciler-type=none".into(),
+                format!("--default-not-ready-toleration-seconds={DEFAULT_TOLERATION_SECONDS}"),
+                format!("--default-unreachable-toleration-seconds={DEFAULT_TOLERATION_SECONDS}"),
+                format!("--audit-policy-file={}", p(&audit_policy)),
+                format!("--audit-log-path={}", p(&audit_log)),
+                "--audit-log-maxsize=1000".into(),
+                "--profiling=false".into(),
+                "--v=1".into(),
+            ],
+        )?;
+
+        let client = cluster.client().await?;
+        wait_ready("the API server to serve the default namespace", Duration::from_secs(90), || {
+            let client = client.clone();
+            async move { Api::<Namespace>::all(client).get_opt("default").await.ok().flatten().is_some() }
+        })
+        .await?;
+
+        let kc = p(&kubeconfig);
+        cluster.spawn(
+            "kube-controller-manager",
+            &[
+                format!("--kubeconfig={kc}"),
+                format!("--authentication-kubeconfig={kc}"),
+                format!("--authorization-kubeconfig={kc}"),
+                "--bind-address=127.0.0.1".into(),
+                format!("--secure-port={}", free_port()?),
+                "--leader-elect=false".into(),
+                "--node-monitor-period=1s".into(),
+                format!("--node-monitor-grace-period={NODE_MONITOR_GRACE_SECONDS}s"),
+                // Taint dead nodes at once instead of one node per zone every 10 s.
+                "--node-eviction-rate=100".into(),
+                "--secondary-node-eviction-rate=100".into(),
+                format!("--root-ca-file={}", p(&pki.ca_cert)),
+                format!("--service-account-private-key-file={}", p(&pki.service_account_key)),
+                // PodGC force-deletes pods of deleted or out-of-service nodes; the tests must
+                // show what kube-remediator does, not race PodGC.
+                "--controllers=*,-pod-garbage-collector-controller".into(),
+                "--profiling=false".into(),
+                "--v=1".into(),
+            ],
+        )?;
+        cluster.spawn(
+            "kube-scheduler",
+            &[
+                format!("--kubeconfig={kc}"),
+                format!("--authentication-kubeconfig={kc}"),
+                format!("--authorization-kubeconfig={kc}"),
+                "--bind-address=127.0.0.1".into(),
+                format!("--secure-port={}", free_port()?),
+                "--leader-elect=false".into(),
+                "--profiling=false".into(),
+                "--v=1".into(),
+            ],
+        )?;
+        cluster.spawn(
+            "kwok",
+            &[
+                format!("--kubeconfig={kc}"),
+                format!("--config={}", p(&bin.path("kwok-stages.yaml"))),
+                "--manage-all-nodes=false".into(),
+                format!("--manage-nodes-with-label-selector={ALIVE_LABEL}=true"),
+                format!("--node-lease-duration-seconds={NODE_LEASE_SECONDS}"),
+                format!("--server-address=127.0.0.1:{}", free_port()?),
+                "--node-ip=127.0.0.1".into(),
+                "--cidr=10.244.0.0/16".into(),
+            ],
+        )?;
+
+        wait_ready(
+            "kube-controller-manager to create the default ServiceAccount",
+            Duration::from_secs(90),
+            || {
+                let client = client.clone();
+                async move {
+                    Api::<ServiceAccount>::namespaced(client, "default")
+                        .get_opt("default")
+                        .await
+                        .ok()
+                        .flatten()
+                        .is_some()
+                }
+            },
+        )
+        .await?;
+        cluster.check_alive()?;
+        eprintln!(
+            "[cluster] control plane ready at {server} in {:.1}s (logs: {})",
+            started.elapsed().as_secs_f64(),
+            dir.display()
+        );
+        Ok(cluster)
+    }
+
+    /// An admin client (system:masters).
+    pub async fn client(&self) -> Result<kube::Client> {
+        let kubeconfig = Kubeconfig::read_from(&self.kubeconfig)?;
+        let config =
+            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
+        Ok(kube::Client::try_from(config)?)
+    }
+
+    /// Fails when a component has exited, naming it and pointing at its log.
+    pub fn check_alive(&self) -> Result<()> {
+        let mut procs = self.procs.lock().unwrap_or_else(|e| e.into_inner());
+        for proc in procs.iter_mut() {
+            if let Some(status) = proc.child.try_wait()? {
+                bail!(
+                    "{} exited ({status}); see {}",
+                    proc.name,
+                    self.dir.join(format!("{}.log", proc.name)).display()
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Stops every component (newest first) and removes etcd's data. Idempotent.
+    pub fn stop(&self) {
+        let mut procs = self.procs.lock().unwrap_or_else(|e| e.into_inner());
+        while let Some(mut proc) = procs.pop() {
+            let pid = proc.child.id().to_string();
+            let _ = Command::new("kill").args(["-TERM", &pid]).status();
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = proc.child.try_wait() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = proc.child.kill();
+            let _ = proc.child.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.etcd_data);
+        let _ = std::fs::remove_file(self.dir.join("pids"));
+    }
+
+    fn spawn(&self, name: &'static str, args: &[String]) -> Result<()> {
+        let log = File::create(self.dir.join(format!("{name}.log")))?;
+        let child = Command::new(self.bin.path(name))
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()
+            .with_context(|| format!("starting {name}"))?;
+        let mut procs = self.procs.lock().unwrap_or_else(|e| e.into_inner());
+        procs.push(Proc { name, child });
+        // Record the pids so a run killed before its clean-up can be cleaned by the next one.
+        let mut lines = vec![format!("owner {}", std::process::id())];
+        lines.extend(procs.iter().map(|p| p.child.id().to_string()));
+        std::fs::write(self.dir.join("pids"), lines.join("\n"))?;
+        Ok(())
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Kills components left behind by earlier runs under `runs_dir` whose owning process died
+/// before it could clean up (their `pids` file survives), checking each process is still one of
+/// ours. Runs whose owner is alive (a demo next to a test run) are left alone.
+fn kill_stale_runs(runs_dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(runs_dir) else { return };
+    for entry in entries.flatten() {
+        let pids_file = entry.path().join("pids");
+        let Ok(pids) = std::fs::read_to_string(&pids_file) else { continue };
+        let owner = pids.lines().next().and_then(|l| l.strip_prefix("owner ")).unwrap_or("");
+        if !owner.is_empty() && Path::new(&format!("/proc/{owner}")).exists() {
+            continue;
+        }
+        for pid in pids.lines().skip(1).map(str::trim).filter(|p| !p.is_empty()) {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let cmdline = String::from_utf8_lossy(&cmdline);
+            if cmdline.contains("kube-remediator") || cmdline.contains(&*entry.path().to_string_lossy()) {
+                let _ = Command::new("kill").args(["-KILL", pid]).status();
+            }
+        }
+        let _ = std::fs::remove_file(pids_file);
+    }
+}
+
+/// A free TCP port on 127.0.0.1 (bound, then released for the component to take).
+pub fn free_port() -> Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+async fn wait_ready<F, Fut>(what: &str, timeout: Duration, mut check: F) -> Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if check().await {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("timed out after {timeout:?} waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Writes at Metadata level (who, what, when), reads and kwok's heartbeats not at all.
+const AUDIT_POLICY: &str = r#"apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: None
+  verbs: ["get", "list", "watch"]
+- level: None
+  resources:
+  - group: "coordination.k8s.io"
+    resources: ["leases"]
+- level: None
+  resources:
+  - group: ""
+    resources: ["nodes/status"]
+- level: Metadata
+"#;

@@ -1,0 +1,233 @@
+//! Per-test isolation on the shared control plane: each test gets its own namespace, its own
+//! zone (`topology.kubernetes.io/zone`) with one healthy node that never dies, and node names
+//! prefixed with the test's name, so tests run in parallel without seeing each other.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use super::cluster::ALIVE_LABEL;
+
+pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
+pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
+/// Every node a test creates carries this label with the test's name.
+pub const TEST_LABEL: &str = "remediator.io/test";
+
+/// One test's slice of the cluster.
+pub struct TestEnv {
+    pub name: String,
+    pub namespace: String,
+    pub zone: String,
+    pub client: kube::Client,
+    /// A node of this test's zone that stays alive, so the zone is never fully disrupted.
+    pub healthy_node: String,
+}
+
+impl TestEnv {
+    /// Creates the namespace `name`, the zone `zone-<name>` and its healthy node, and waits
+    /// until that node is Ready.
+    pub async fn new(client: kube::Client, name: &str) -> Result<TestEnv> {
+        let namespace = name.to_string();
+        let ns: Namespace = serde_json::from_value(json!({
+            "metadata": { "name": namespace, "labels": { TEST_LABEL: name } }
+        }))?;
+        Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &ns)
+            .await
+            .with_context(|| format!("creating namespace {namespace}"))?;
+        let mut env = TestEnv {
+            name: name.to_string(),
+            namespace,
+            zone: format!("zone-{name}"),
+            client,
+            healthy_node: String::new(),
+        };
+        env.healthy_node = env.add_node("healthy").await?;
+        Ok(env)
+    }
+
+    pub fn nodes(&self) -> Api<Node> {
+        Api::all(self.client.clone())
+    }
+
+    pub fn pods(&self) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    /// Typed API for a namespaced kind in this test's namespace.
+    pub fn api<K>(&self) -> Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+        <K as kube::Resource>::DynamicType: Default,
+    {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    /// Creates a kwok-managed node `<test>-<suffix>` in this test's zone and waits until kwok
+    /// has made it Ready. Returns its name.
+    pub async fn add_node(&self, suffix: &str) -> Result<String> {
+        let name = format!("{}-{suffix}", self.name);
+        let node: Node = serde_json::from_value(json!({
+            "metadata": {
+                "name": name,
+                "labels": {
+                    ALIVE_LABEL: "true",
+                    ZONE_LABEL: self.zone,
+                    HOSTNAME_LABEL: name,
+                    TEST_LABEL: self.name,
+                    "kubernetes.io/os": "linux",
+                    "type": "kwok",
+                },
+                "annotations": { "kwok.x-k8s.io/node": "fake" },
+            },
+            "status": {
+                "capacity": { "cpu": "32", "memory": "256Gi", "pods": "110" },
+                "allocatable": { "cpu": "32", "memory": "256Gi", "pods": "110" },
+            },
+        }))?;
+        self.nodes()
+            .create(&PostParams::default(), &node)
+            .await
+            .with_context(|| format!("creating node {name}"))?;
+        self.wait_node_ready(&name, "True").await?;
+        Ok(name)
+    }
+
+    /// Kills a node the way a powered-off machine dies: kwok stops renewing its Lease and stops
+    /// finalizing its pods; kube-controller-manager then marks it Unknown and taints it.
+    pub async fn kill_node(&self, node: &str) -> Result<()> {
+        let patch = json!({ "metadata": { "labels": { ALIVE_LABEL: null } } });
+        self.nodes()
+            .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .with_context(|| format!("killing node {node}"))?;
+        Ok(())
+    }
+
+    /// Brings a killed node back: kwok resumes its heartbeats and finishes its pods.
+    pub async fn revive_node(&self, node: &str) -> Result<()> {
+        let patch = json!({ "metadata": { "labels": { ALIVE_LABEL: "true" } } });
+        self.nodes()
+            .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .with_context(|| format!("reviving node {node}"))?;
+        Ok(())
+    }
+
+    /// Waits until the node's Ready condition has `status` (`True`, `False`, `Unknown`).
+    pub async fn wait_node_ready(&self, node: &str, status: &str) -> Result<Node> {
+        let nodes = self.nodes();
+        wait_for(&format!("node {node} Ready={status}"), Duration::from_secs(60), || {
+            let nodes = nodes.clone();
+            async move {
+                let n = nodes.get_opt(node).await?;
+                Ok(n.filter(|n| node_ready_status(n).as_deref() == Some(status)))
+            }
+        })
+        .await
+    }
+
+    /// Pods of this test's namespace matching a label selector.
+    pub async fn list_pods(&self, selector: &str) -> Result<Vec<Pod>> {
+        Ok(self.pods().list(&ListParams::default().labels(selector)).await?.items)
+    }
+
+    /// Waits until `count` pods match `selector` and are Running and Ready; returns them.
+    pub async fn wait_pods_ready(&self, selector: &str, count: usize) -> Result<Vec<Pod>> {
+        wait_for(
+            &format!("{count} Running+Ready pods matching {selector} in {}", self.namespace),
+            Duration::from_secs(60),
+            || async move {
+                let pods = self.list_pods(selector).await?;
+                let ready: Vec<Pod> = pods
+                    .into_iter()
+                    .filter(|p| p.metadata.deletion_timestamp.is_none() && pod_is_ready(p))
+                    .collect();
+                Ok((ready.len() == count).then_some(ready))
+            },
+        )
+        .await
+    }
+
+    /// Deletes the test's namespace and nodes (best effort; the cluster is thrown away anyway).
+    pub async fn cleanup(&self) {
+        let _ = Api::<Namespace>::all(self.client.clone())
+            .delete(&self.namespace, &DeleteParams::default())
+            .await;
+        let lp = ListParams::default().labels(&format!("{TEST_LABEL}={}", self.name));
+        let _ = self.nodes().delete_collection(&DeleteParams::default(), &lp).await;
+    }
+}
+
+/// The status of a node's Ready condition, if it has one.
+pub fn node_ready_status(node: &Node) -> Option<String> {
+    node.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .map(|c| c.status.clone())
+}
+
+/// Whether the pod is Running with condition Ready=True.
+pub fn pod_is_ready(pod: &Pod) -> bool {
+    let Some(status) = pod.status.as_ref() else { return false };
+    status.phase.as_deref() == Some("Running")
+        && status
+            .conditions
+            .as_ref()
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// Labels as a `k=v,k=v` selector string.
+pub fn selector(labels: &BTreeMap<String, String>) -> String {
+    labels.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",")
+}
+
+/// Polls `check` every 250 ms until it yields `Some`, failing after `timeout` with `what`.
+/// Errors from `check` are retried (the API may be briefly unavailable) and the last one is
+/// reported on timeout.
+pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Option<T>>>,
+{
+    let deadline = Instant::now() + timeout;
+    let mut last_error = None;
+    loop {
+        match check().await {
+            Ok(Some(value)) => return Ok(value),
+            Ok(None) => {}
+            Err(e) => last_error = Some(e),
+        }
+        if Instant::now() >= deadline {
+            match last_error {
+                Some(e) => bail!("timed out after {timeout:?} waiting for {what} (last error: {e:#})"),
+                None => bail!("timed out after {timeout:?} waiting for {what}"),
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Checks every 250 ms for `duration` that `check` keeps returning `Ok(())`; the first
+/// violation fails with its message. This is how a test proves something does *not* happen
+/// within a bounded window.
+pub async fn holds_for<F, Fut>(what: &str, duration: Duration, mut check: F) -> Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<()>>,
+{
+    let deadline = Instant::now() + duration;
+    while Instant::now() < deadline {
+        check().await.with_context(|| format!("expected {what} for {duration:?}"))?;
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    Ok(())
+}
