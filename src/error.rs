@@ -47,7 +47,9 @@ impl Error {
     pub fn is_transient(&self) -> bool {
         match self {
             Error::LoadConfig(_) | Error::BuildClient(_) => false,
-            Error::ReadServerVersion(e) | Error::List { source: e, .. } => kube_error_is_transient(e),
+            Error::ReadServerVersion(e) | Error::List { source: e, .. } => {
+                kube_error_is_transient(e)
+            }
             Error::Timeout { .. } => true,
         }
     }

@@ -83,7 +83,10 @@ async fn scenario(n: &Narrator, cluster: &Cluster, remediator: &std::path::Path)
     let env = TestEnv::new(cluster.client().await?, "demo").await?;
     let worker = env.add_node("worker-1").await?;
     let spare = env.add_node("worker-2").await?;
-    n.say(&format!("nodes {}, {worker} and {spare} are Ready in zone {}", env.healthy_node, env.zone));
+    n.say(&format!(
+        "nodes {}, {worker} and {spare} are Ready in zone {}",
+        env.healthy_node, env.zone
+    ));
 
     let deployments = env.api::<Deployment>();
     let shop: Deployment = serde_json::from_value(json!({
@@ -107,9 +110,13 @@ async fn scenario(n: &Narrator, cluster: &Cluster, remediator: &std::path::Path)
     n.say(&format!("Deployment shop (strategy Recreate) runs pod {old} on {worker}"));
 
     env.kill_node(&worker).await?;
-    n.say(&format!("{worker} dies: its kubelet stops heartbeating (disk failure, machine powered off)"));
+    n.say(&format!(
+        "{worker} dies: its kubelet stops heartbeating (disk failure, machine powered off)"
+    ));
     env.wait_node_ready(&worker, "Unknown").await?;
-    n.say(&format!("kube-controller-manager marks {worker} Ready=Unknown and taints it unreachable:NoExecute"));
+    n.say(&format!(
+        "kube-controller-manager marks {worker} Ready=Unknown and taints it unreachable:NoExecute"
+    ));
     let pods_api = env.pods();
     wait_for("the pod to be evicted", Duration::from_secs(60), || {
         let pods_api = pods_api.clone();
@@ -117,7 +124,9 @@ async fn scenario(n: &Narrator, cluster: &Cluster, remediator: &std::path::Path)
         async move { Ok(pods_api.get(&old).await?.metadata.deletion_timestamp.map(|_| ())) }
     })
     .await?;
-    n.say(&format!("the taint manager evicts {old}: it is Terminating, and no kubelet will ever confirm it"));
+    n.say(&format!(
+        "the taint manager evicts {old}: it is Terminating, and no kubelet will ever confirm it"
+    ));
 
     let patch = json!({ "spec": { "template": { "spec": {
         "nodeSelector": { HOSTNAME_LABEL: null, ZONE_LABEL: env.zone },

@@ -67,7 +67,13 @@ pub async fn run(conn: &ConnectionArgs, args: Args) -> Result<ExitCode> {
         }
         Output::Table => {
             let healthy = report.iter().filter(|(_, h)| h.is_healthy()).count();
-            println!("Kubernetes {} ({} nodes: {} Ready, {} not Ready)", server.git_version, report.len(), healthy, report.len() - healthy);
+            println!(
+                "Kubernetes {} ({} nodes: {} Ready, {} not Ready)",
+                server.git_version,
+                report.len(),
+                healthy,
+                report.len() - healthy
+            );
             if !report.is_empty() {
                 println!();
                 let rows: Vec<[String; 6]> = report
@@ -83,7 +89,10 @@ pub async fn run(conn: &ConnectionArgs, args: Args) -> Result<ExitCode> {
                         ]
                     })
                     .collect();
-                print_table(&["NAME", "READY", "NOT READY FOR", "LEASE AGE", "CORDONED", "TAINTS"], &rows);
+                print_table(
+                    &["NAME", "READY", "NOT READY FOR", "LEASE AGE", "CORDONED", "TAINTS"],
+                    &rows,
+                );
             }
         }
     }

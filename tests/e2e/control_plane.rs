@@ -24,7 +24,12 @@ pub fn trials() -> Vec<Trial> {
 }
 
 /// A Deployment whose pods are confined to `node_selector`.
-fn deployment(name: &str, replicas: i32, strategy: &str, node_selector: serde_json::Value) -> Result<Deployment> {
+fn deployment(
+    name: &str,
+    replicas: i32,
+    strategy: &str,
+    node_selector: serde_json::Value,
+) -> Result<Deployment> {
     Ok(serde_json::from_value(json!({
         "metadata": { "name": name },
         "spec": {
@@ -87,10 +92,19 @@ async fn wait_noexecute_taint(env: &TestEnv, node: &str, key: &str) -> Result<()
 /// Waits until the named pod has a deletionTimestamp and returns it.
 async fn wait_terminating(env: &TestEnv, pod: &str) -> Result<Pod> {
     let pods = env.pods();
-    let timeout = Duration::from_secs((NODE_MONITOR_GRACE_SECONDS + DEFAULT_TOLERATION_SECONDS + 30).into());
+    let timeout =
+        Duration::from_secs((NODE_MONITOR_GRACE_SECONDS + DEFAULT_TOLERATION_SECONDS + 30).into());
     wait_for(&format!("pod {pod} to be Terminating"), timeout, || {
         let pods = pods.clone();
-        async move { Ok(pods.get(pod).await?.metadata.deletion_timestamp.is_some().then_some(pods.get(pod).await?)) }
+        async move {
+            Ok(pods
+                .get(pod)
+                .await?
+                .metadata
+                .deletion_timestamp
+                .is_some()
+                .then_some(pods.get(pod).await?))
+        }
     })
     .await
 }
@@ -110,26 +124,34 @@ async fn dead_node_leaves_evicted_pods_terminating_until_revived(env: &TestEnv) 
     }
 
     // Nobody finalizes them while the node is dead: they stay Terminating.
-    holds_for("the evicted pods to stay Terminating on the dead node", Duration::from_secs(15), || async {
-        for name in &names {
-            match env.pods().get_opt(name).await? {
-                Some(p) if p.metadata.deletion_timestamp.is_some() => {}
-                Some(_) => bail!("pod {name} lost its deletionTimestamp"),
-                None => bail!("pod {name} disappeared while its node was dead"),
+    holds_for(
+        "the evicted pods to stay Terminating on the dead node",
+        Duration::from_secs(15),
+        || async {
+            for name in &names {
+                match env.pods().get_opt(name).await? {
+                    Some(p) if p.metadata.deletion_timestamp.is_some() => {}
+                    Some(_) => bail!("pod {name} lost its deletionTimestamp"),
+                    None => bail!("pod {name} disappeared while its node was dead"),
+                }
             }
-        }
-        Ok(())
-    })
+            Ok(())
+        },
+    )
     .await?;
 
     env.revive_node(&victim).await?;
     env.wait_node_ready(&victim, "True").await?;
     for name in &names {
         let pods = env.pods();
-        wait_for(&format!("pod {name} to be finalized after the node came back"), Duration::from_secs(60), || {
-            let pods = pods.clone();
-            async move { Ok(pods.get_opt(name).await?.is_none().then_some(())) }
-        })
+        wait_for(
+            &format!("pod {name} to be finalized after the node came back"),
+            Duration::from_secs(60),
+            || {
+                let pods = pods.clone();
+                async move { Ok(pods.get_opt(name).await?.is_none().then_some(())) }
+            },
+        )
         .await?;
     }
     Ok(())
@@ -152,27 +174,38 @@ async fn recreate_rollout_is_blocked_by_pod_on_dead_node(env: &TestEnv) -> Resul
         "containers": [{ "name": "app", "image": "registry.invalid/app:v2" }],
     }}}});
     deployments.patch("legacy", &PatchParams::default(), &Patch::Strategic(&patch)).await?;
-    wait_for("the deployment controller to observe the new template", Duration::from_secs(30), || {
-        let deployments = deployments.clone();
-        async move {
-            let d = deployments.get("legacy").await?;
-            let observed = d.status.and_then(|s| s.observed_generation);
-            Ok((observed.is_some() && observed == d.metadata.generation).then_some(()))
-        }
-    })
+    wait_for(
+        "the deployment controller to observe the new template",
+        Duration::from_secs(30),
+        || {
+            let deployments = deployments.clone();
+            async move {
+                let d = deployments.get("legacy").await?;
+                let observed = d.status.and_then(|s| s.observed_generation);
+                Ok((observed.is_some() && observed == d.metadata.generation).then_some(()))
+            }
+        },
+    )
     .await?;
 
-    holds_for("no pod of the new ReplicaSet while the old pod is Terminating", Duration::from_secs(20), || async {
-        let pods = env.list_pods("app=legacy").await?;
-        for p in &pods {
-            let name = p.metadata.name.clone().unwrap_or_default();
-            if name != old {
-                bail!("a new pod {name} was created although the old one is still Terminating");
+    holds_for(
+        "no pod of the new ReplicaSet while the old pod is Terminating",
+        Duration::from_secs(20),
+        || async {
+            let pods = env.list_pods("app=legacy").await?;
+            for p in &pods {
+                let name = p.metadata.name.clone().unwrap_or_default();
+                if name != old {
+                    bail!("a new pod {name} was created although the old one is still Terminating");
+                }
+                ensure!(
+                    p.metadata.deletion_timestamp.is_some(),
+                    "old pod {old} is no longer Terminating"
+                );
             }
-            ensure!(p.metadata.deletion_timestamp.is_some(), "old pod {old} is no longer Terminating");
-        }
-        ensure!(!pods.is_empty(), "old pod {old} disappeared");
-        Ok(())
-    })
+            ensure!(!pods.is_empty(), "old pod {old} disappeared");
+            Ok(())
+        },
+    )
     .await
 }

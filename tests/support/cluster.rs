@@ -90,7 +90,8 @@ impl Cluster {
     pub async fn start(dir: &Path) -> Result<Cluster> {
         let started = Instant::now();
         let bin = TestBin::locate()?;
-        for name in ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"] {
+        for name in ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"]
+        {
             if !bin.path(name).is_file() {
                 bail!("{} is missing; run tools/testbin", bin.path(name).display());
             }
@@ -172,10 +173,16 @@ impl Cluster {
         )?;
 
         let client = cluster.client().await?;
-        wait_ready("the API server to serve the default namespace", Duration::from_secs(90), || {
-            let client = client.clone();
-            async move { Api::<Namespace>::all(client).get_opt("default").await.ok().flatten().is_some() }
-        })
+        wait_ready(
+            "the API server to serve the default namespace",
+            Duration::from_secs(90),
+            || {
+                let client = client.clone();
+                async move {
+                    Api::<Namespace>::all(client).get_opt("default").await.ok().flatten().is_some()
+                }
+            },
+        )
         .await?;
 
         let kc = p(&kubeconfig);
@@ -337,7 +344,9 @@ fn kill_stale_runs(runs_dir: &Path) {
         for pid in pids.lines().skip(1).map(str::trim).filter(|p| !p.is_empty()) {
             let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
             let cmdline = String::from_utf8_lossy(&cmdline);
-            if cmdline.contains("kube-remediator") || cmdline.contains(&*entry.path().to_string_lossy()) {
+            if cmdline.contains("kube-remediator")
+                || cmdline.contains(&*entry.path().to_string_lossy())
+            {
                 let _ = Command::new("kill").args(["-KILL", pid]).status();
             }
         }

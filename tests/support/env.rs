@@ -208,7 +208,9 @@ where
         }
         if Instant::now() >= deadline {
             match last_error {
-                Some(e) => bail!("timed out after {timeout:?} waiting for {what} (last error: {e:#})"),
+                Some(e) => {
+                    bail!("timed out after {timeout:?} waiting for {what} (last error: {e:#})")
+                }
                 None => bail!("timed out after {timeout:?} waiting for {what}"),
             }
         }

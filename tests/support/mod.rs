@@ -45,7 +45,8 @@ pub fn new_run_dir(kind: &str) -> PathBuf {
 
 fn prune_old_runs(base: &std::path::Path, keep: usize) {
     let Ok(entries) = std::fs::read_dir(base) else { return };
-    let mut runs: Vec<PathBuf> = entries.flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect();
+    let mut runs: Vec<PathBuf> =
+        entries.flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect();
     runs.sort_by_key(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok());
     let excess = runs.len().saturating_sub(keep);
     for old in runs.into_iter().take(excess) {
@@ -81,16 +82,17 @@ pub type E2eFn = for<'a> fn(&'a TestEnv) -> Pin<Box<dyn Future<Output = Result<(
 /// The namespace and nodes are kept after a failure for inspection (the cluster is thrown away
 /// at the end of the run anyway).
 pub fn run_e2e(name: &str, body: E2eFn) -> Result<(), libtest_mimic::Failed> {
-    runtime().block_on(async {
-        let cluster = shared_cluster().await?;
-        let env = TestEnv::new(cluster.client().await?, name).await?;
-        let result = body(&env).await;
-        if let Err(e) = cluster.check_alive() {
-            return Err(e.context(format!("{result:?}")));
-        }
-        result
-    })
-    .map_err(|e| libtest_mimic::Failed::from(format!("{e:#}")))
+    runtime()
+        .block_on(async {
+            let cluster = shared_cluster().await?;
+            let env = TestEnv::new(cluster.client().await?, name).await?;
+            let result = body(&env).await;
+            if let Err(e) = cluster.check_alive() {
+                return Err(e.context(format!("{result:?}")));
+            }
+            result
+        })
+        .map_err(|e| libtest_mimic::Failed::from(format!("{e:#}")))
 }
 
 /// `e2e!(name, path::to::async_fn)`: a libtest-mimic trial running `async fn(&TestEnv)`.
