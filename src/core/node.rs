@@ -128,7 +128,11 @@ mod tests {
             ),
             (
                 "unknown for five minutes",
-                node(Readiness::Unknown, Some("2026-01-01T00:05:00Z"), Some("2026-01-01T00:04:20Z")),
+                node(
+                    Readiness::Unknown,
+                    Some("2026-01-01T00:05:00Z"),
+                    Some("2026-01-01T00:04:20Z"),
+                ),
                 false,
                 secs(300),
                 secs(340),
