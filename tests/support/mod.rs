@@ -1,6 +1,6 @@
 //! Test support shared by the end-to-end tests and the demo: a real control plane on loopback
 //! ([`cluster`]), per-test isolation and waiting helpers ([`env`]), and the PKI ([`pki`]).
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 pub mod cluster;
 pub mod env;
