@@ -2,6 +2,7 @@
 //!
 //! Layout (observe, decide, act):
 //! - [`core`]: the pure decision core. No client, no async, no clock: `now` is a parameter.
+//! - [`crd`]: the `RemediationPolicy` custom resource types and their generated CRD.
 //! - [`controllers`]: watch the cluster and turn objects into observations.
 //! - [`cli`]: command-line entry points.
 //! - [`telemetry`]: logging set-up.
@@ -10,6 +11,7 @@
 pub mod cli;
 pub mod controllers;
 pub mod core;
+pub mod crd;
 pub mod error;
 pub mod telemetry;
 

@@ -2,3 +2,4 @@
 //! the core's decisions to the writer.
 
 pub mod observe;
+pub mod state;

@@ -2,9 +2,11 @@
 //! API, so nothing here unwraps: a strange object yields a conservative observation.
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, Pod};
 
-use crate::core::{NodeObservation, Readiness};
+use super::state::PodRecord;
+use crate::core::{NodeObservation, NodeView, OwnerRef, PodView, Readiness};
+use crate::crd::EXCLUDE_ANNOTATION;
 
 /// The namespace where kubelets keep their heartbeat Leases.
 pub const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
@@ -30,6 +32,65 @@ pub fn node_observation(node: &Node, lease: Option<&Lease>) -> NodeObservation {
             .map(|taints| taints.iter().map(|t| format!("{}:{}", t.key, t.effect)).collect())
             .unwrap_or_default(),
     }
+}
+
+/// Whether an object's annotations opt it out of every remediation.
+fn excluded(annotations: Option<&std::collections::BTreeMap<String, String>>) -> bool {
+    annotations.and_then(|a| a.get(EXCLUDE_ANNOTATION)).is_some_and(|v| v == "true")
+}
+
+/// The compact view of a node the operator keeps (its Lease is joined in later).
+pub fn node_view(node: &Node) -> NodeView {
+    NodeView {
+        observation: node_observation(node, None),
+        labels: node.metadata.labels.clone().unwrap_or_default(),
+        excluded: excluded(node.metadata.annotations.as_ref()),
+        deleted: false,
+    }
+}
+
+/// The compact record of a pod, or `None` when the pod is not Terminating (the operator keeps
+/// nothing about running pods).
+pub fn pod_record(pod: &Pod) -> Option<PodRecord> {
+    let meta = &pod.metadata;
+    let deletion = meta.deletion_timestamp.as_ref()?.0;
+    let spec = pod.spec.as_ref();
+    let owner = meta.owner_references.as_ref().and_then(|refs| {
+        refs.iter().find(|r| r.controller == Some(true)).map(|r| OwnerRef {
+            kind: r.kind.clone(),
+            name: r.name.clone(),
+            uid: r.uid.clone(),
+        })
+    });
+    let claims = spec
+        .and_then(|s| s.volumes.as_ref())
+        .map(|vols| {
+            vols.iter()
+                .filter_map(|v| v.persistent_volume_claim.as_ref().map(|c| c.claim_name.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    Some(PodRecord {
+        view: PodView {
+            namespace: meta.namespace.clone().unwrap_or_default(),
+            name: meta.name.clone().unwrap_or_default(),
+            uid: meta.uid.clone().unwrap_or_default(),
+            node_name: spec.and_then(|s| s.node_name.clone()),
+            labels: meta.labels.clone().unwrap_or_default(),
+            namespace_labels: Default::default(),
+            owner,
+            deletion_timestamp: Some(deletion),
+            deletion_grace_seconds: meta.deletion_grace_period_seconds,
+            is_mirror: meta
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key("kubernetes.io/config.mirror")),
+            has_rwo_volume: false,
+            excluded: excluded(meta.annotations.as_ref()),
+            phase: pod.status.as_ref().and_then(|s| s.phase.clone()),
+        },
+        claims,
+    })
 }
 
 #[cfg(test)]
@@ -68,5 +129,39 @@ mod tests {
         assert_eq!(obs.lease_renewed, Some("2026-01-01T00:00:01.5Z".parse().expect("ts")));
         assert!(obs.unschedulable);
         assert_eq!(obs.taints, vec!["node.kubernetes.io/unreachable:NoExecute".to_string()]);
+    }
+
+    #[test]
+    fn pod_records_only_terminating_pods() {
+        let running: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u1"}
+        }))
+        .expect("valid pod");
+        assert!(pod_record(&running).is_none());
+
+        let terminating: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {
+                "name": "web-0", "namespace": "ns", "uid": "u2",
+                "deletionTimestamp": "2026-01-01T00:00:30Z", "deletionGracePeriodSeconds": 30,
+                "annotations": {"remediator.io/exclude": "true"},
+                "ownerReferences": [
+                    {"apiVersion": "v1", "kind": "Other", "name": "x", "uid": "o0"},
+                    {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "web", "uid": "o1", "controller": true}
+                ]
+            },
+            "spec": {"nodeName": "n1", "containers": [], "volumes": [
+                {"name": "data", "persistentVolumeClaim": {"claimName": "data-web-0"}},
+                {"name": "tmp", "emptyDir": {}}
+            ]}
+        }))
+        .expect("valid pod");
+        let record = pod_record(&terminating).expect("terminating pods are recorded");
+        assert_eq!(record.claims, vec!["data-web-0".to_string()]);
+        let view = record.view;
+        assert_eq!(view.node_name.as_deref(), Some("n1"));
+        assert_eq!(view.owner.map(|o| o.kind), Some("StatefulSet".to_string()));
+        assert_eq!(view.deletion_grace_seconds, Some(30));
+        assert!(view.excluded);
+        assert!(!view.is_mirror);
     }
 }

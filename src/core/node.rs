@@ -1,7 +1,14 @@
 //! Node health from the evidence a kubelet leaves behind: the NodeReady condition and the
 //! kubelet's Lease in `kube-node-lease`.
 
+use std::collections::BTreeMap;
+
 use jiff::{SignedDuration, Timestamp};
+
+use super::budget::add;
+use super::duration::format_duration;
+use super::policy::ValidatedPolicy;
+use crate::crd::{OUT_OF_SERVICE_TAINT, SHUTDOWN_TAINT};
 
 /// The status of a node's `Ready` condition as the node lifecycle controller reports it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,6 +58,187 @@ pub struct NodeObservation {
     pub unschedulable: bool,
     /// `key:effect` of each taint.
     pub taints: Vec<String>,
+}
+
+impl NodeObservation {
+    /// Whether the node carries a taint with this key (any effect).
+    pub fn has_taint_key(&self, key: &str) -> bool {
+        self.taints.iter().any(|t| t.split_once(':').map_or(t.as_str(), |(k, _)| k) == key)
+    }
+}
+
+/// What the planner keeps about one node: the observation plus what scoping needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeView {
+    pub observation: NodeObservation,
+    /// The node's labels (last known, for a deleted node).
+    pub labels: BTreeMap<String, String>,
+    /// Annotated `remediator.io/exclude: "true"`: its pods are never touched.
+    pub excluded: bool,
+    /// The Node object is gone (a tombstone kept while pods still reference it).
+    pub deleted: bool,
+}
+
+impl NodeView {
+    /// A node known only by name because pods reference it but no Node object exists.
+    pub fn deleted_unknown(name: &str) -> Self {
+        NodeView {
+            observation: NodeObservation {
+                name: name.to_string(),
+                readiness: Readiness::Missing,
+                ready_transition: None,
+                lease_renewed: None,
+                unschedulable: false,
+                taints: Vec::new(),
+            },
+            labels: BTreeMap::new(),
+            excluded: false,
+            deleted: true,
+        }
+    }
+}
+
+/// A node's state as far as remediation is concerned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum NodeState {
+    /// `Ready=True`.
+    Healthy,
+    /// Not Ready, but not (yet) dead by the policy's rules, or caches are not synced.
+    Unhealthy,
+    /// Dead by the policy's rules, or deleted.
+    Dead,
+}
+
+impl NodeState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodeState::Healthy => "Healthy",
+            NodeState::Unhealthy => "Unhealthy",
+            NodeState::Dead => "Dead",
+        }
+    }
+}
+
+/// Evidence that a node's machine is really off.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FencingEvidence {
+    NodeDeleted,
+    OutOfServiceTaint,
+    ShutdownTaint,
+}
+
+impl FencingEvidence {
+    pub fn describe(self) -> &'static str {
+        match self {
+            FencingEvidence::NodeDeleted => "Node object deleted",
+            FencingEvidence::OutOfServiceTaint => "taint node.kubernetes.io/out-of-service",
+            FencingEvidence::ShutdownTaint => "taint node.cloudprovider.kubernetes.io/shutdown",
+        }
+    }
+}
+
+/// One node as the planner judged it at an instant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeSummary {
+    pub name: String,
+    pub state: NodeState,
+    pub excluded: bool,
+    pub deleted: bool,
+    /// The first enabled fencing evidence found (deleted, then out-of-service, then shutdown).
+    pub fenced_by: Option<FencingEvidence>,
+    /// The instant the node is or will be dead by the time rules if nothing changes. `None` when
+    /// Ready, deleted (dead without a time rule) or while caches are not synced.
+    pub dead_at: Option<Timestamp>,
+    /// Why, for humans.
+    pub why: String,
+}
+
+/// Judges a node at `now` under `policy`.
+///
+/// A node is dead when it is deleted, or when both hold: `Ready` has not been True for
+/// `notReadyFor`, and the Lease has not been renewed for `leaseStaleFor`. Both ages are measured
+/// from no earlier than `watch_synced_at` (safety invariant 2): evidence that predates our view
+/// of the cluster does not count, and with `watch_synced_at == None` (caches not synced) no node
+/// is dead. A missing condition or Lease counts as "since the sync".
+pub fn summarize_node(
+    view: &NodeView,
+    policy: &ValidatedPolicy,
+    watch_synced_at: Option<Timestamp>,
+    now: Timestamp,
+) -> NodeSummary {
+    let obs = &view.observation;
+    let fencing = &policy.fencing;
+    let fenced_by = if view.deleted && fencing.node_deleted {
+        Some(FencingEvidence::NodeDeleted)
+    } else if fencing.out_of_service_taint && obs.has_taint_key(OUT_OF_SERVICE_TAINT) {
+        Some(FencingEvidence::OutOfServiceTaint)
+    } else if fencing.shutdown_taint && obs.has_taint_key(SHUTDOWN_TAINT) {
+        Some(FencingEvidence::ShutdownTaint)
+    } else {
+        None
+    };
+    let summary = |state, dead_at, why: String| NodeSummary {
+        name: obs.name.clone(),
+        state,
+        excluded: view.excluded,
+        deleted: view.deleted,
+        fenced_by,
+        dead_at,
+        why,
+    };
+    let Some(synced) = watch_synced_at else {
+        let state = if view.deleted || obs.readiness != Readiness::Ready {
+            NodeState::Unhealthy
+        } else {
+            NodeState::Healthy
+        };
+        return summary(state, None, "caches not synced: no node counts as dead yet".into());
+    };
+    if view.deleted {
+        return summary(NodeState::Dead, None, "Node object deleted".into());
+    }
+    if obs.readiness == Readiness::Ready {
+        return summary(NodeState::Healthy, None, "Ready".into());
+    }
+    let not_ready_since = obs.ready_transition.unwrap_or(synced).max(synced);
+    let lease_since = obs.lease_renewed.unwrap_or(synced).max(synced);
+    let not_ready_due = add(not_ready_since, policy.not_ready_for);
+    let lease_due = add(lease_since, policy.lease_stale_for);
+    let dead_at = not_ready_due.max(lease_due);
+    let readiness = obs.readiness.as_str();
+    let ready_fact = match obs.ready_transition {
+        Some(t) if t >= synced => format!("Ready={readiness} since {t}"),
+        Some(t) => format!("Ready={readiness} since {t} (counted from the watch sync at {synced})"),
+        None => format!("Ready={readiness} (counted from the watch sync at {synced})"),
+    };
+    let lease_fact = match obs.lease_renewed {
+        Some(t) if t >= synced => format!("Lease renewed {t}"),
+        Some(t) => format!("Lease renewed {t} (counted from the watch sync at {synced})"),
+        None => format!("no Lease (counted from the watch sync at {synced})"),
+    };
+    let facts = format!("{ready_fact}, {lease_fact}");
+    if now >= dead_at {
+        summary(NodeState::Dead, Some(dead_at), format!("dead since {dead_at}: {facts}"))
+    } else {
+        let mut waits = Vec::new();
+        if now < not_ready_due {
+            waits.push(format!(
+                "notReadyFor {} until {not_ready_due}",
+                format_duration(policy.not_ready_for)
+            ));
+        }
+        if now < lease_due {
+            waits.push(format!(
+                "leaseStaleFor {} until {lease_due}",
+                format_duration(policy.lease_stale_for)
+            ));
+        }
+        summary(
+            NodeState::Unhealthy,
+            Some(dead_at),
+            format!("{facts}; waiting for {}", waits.join(" and ")),
+        )
+    }
 }
 
 /// The assessed health of one node at an instant.
@@ -159,5 +347,239 @@ mod tests {
             assert_eq!(health.not_ready_for, not_ready_for, "{case}");
             assert_eq!(health.lease_age, lease_age, "{case}");
         }
+    }
+
+    fn policy(f: impl FnOnce(&mut crate::crd::RemediationPolicySpec)) -> ValidatedPolicy {
+        let mut spec = crate::crd::RemediationPolicySpec::default();
+        f(&mut spec);
+        crate::core::validate(&spec).expect("valid test policy")
+    }
+
+    #[test]
+    fn has_taint_key_ignores_effect() {
+        let mut obs = NodeView::deleted_unknown("n").observation;
+        obs.taints = vec!["node.kubernetes.io/out-of-service:NoExecute".into(), "bare-key".into()];
+        assert!(obs.has_taint_key(OUT_OF_SERVICE_TAINT));
+        assert!(obs.has_taint_key("bare-key"));
+        assert!(!obs.has_taint_key("node.kubernetes.io"));
+        assert!(!obs.has_taint_key(SHUTDOWN_TAINT));
+    }
+
+    #[test]
+    fn summarize_node_table() {
+        // Policy: notReadyFor 5m, leaseStaleFor 2m. Now 00:10:00.
+        let now = ts("2026-01-01T00:10:00Z");
+        let long_ago = Some(ts("2025-12-31T00:00:00Z"));
+        let at = |s: &str| Some(ts(&format!("2026-01-01T{s}Z")));
+        struct Row {
+            case: &'static str,
+            readiness: Readiness,
+            transition: Option<Timestamp>,
+            lease: Option<Timestamp>,
+            taints: &'static [&'static str],
+            deleted: bool,
+            synced: Option<Timestamp>,
+            want: (NodeState, Option<Timestamp>, Option<FencingEvidence>),
+        }
+        let row = |case, readiness, transition, lease, want| Row {
+            case,
+            readiness,
+            transition,
+            lease,
+            taints: &[],
+            deleted: false,
+            synced: long_ago,
+            want,
+        };
+        use FencingEvidence::*;
+        use NodeState::*;
+        use Readiness::{Missing, NotReady, Ready as IsReady, Unknown};
+        let table = [
+            row(
+                "ready, fresh lease",
+                IsReady,
+                at("00:00:00"),
+                at("00:09:55"),
+                (Healthy, None, None),
+            ),
+            row(
+                "ready wins over a stale lease",
+                IsReady,
+                at("00:00:00"),
+                at("00:00:00"),
+                (Healthy, None, None),
+            ),
+            row(
+                "both conditions long held",
+                Unknown,
+                at("00:04:00"),
+                at("00:07:00"),
+                (Dead, at("00:09:00"), None),
+            ),
+            row(
+                "Ready=False counts as not ready",
+                NotReady,
+                at("00:01:00"),
+                at("00:01:00"),
+                (Dead, at("00:06:00"), None),
+            ),
+            row(
+                "not ready long enough, lease fresh",
+                Unknown,
+                at("00:04:00"),
+                at("00:09:00"),
+                (Unhealthy, at("00:11:00"), None),
+            ),
+            row(
+                "lease stale, not ready too recent",
+                Unknown,
+                at("00:06:00"),
+                at("00:03:00"),
+                (Unhealthy, at("00:11:00"), None),
+            ),
+            row(
+                "exactly at the threshold",
+                Unknown,
+                at("00:05:00"),
+                at("00:08:00"),
+                (Dead, at("00:10:00"), None),
+            ),
+            row(
+                "1 ms before the threshold",
+                Unknown,
+                at("00:05:00.001"),
+                at("00:08:00"),
+                (Unhealthy, at("00:10:00.001"), None),
+            ),
+            row(
+                "no condition, no lease: since the sync",
+                Missing,
+                None,
+                None,
+                (Dead, Some(ts("2025-12-31T00:05:00Z")), None),
+            ),
+            Row {
+                case: "watch resynced 2m ago: old evidence starts at the sync",
+                synced: at("00:08:00"),
+                ..row("", Unknown, long_ago, long_ago, (Unhealthy, at("00:13:00"), None))
+            },
+            Row {
+                case: "watch resynced 5m ago: dead once both windows passed since the sync",
+                synced: at("00:05:00"),
+                ..row("", Unknown, long_ago, long_ago, (Dead, at("00:10:00"), None))
+            },
+            Row {
+                case: "caches not synced: nothing is dead",
+                synced: None,
+                ..row("", Unknown, long_ago, long_ago, (Unhealthy, None, None))
+            },
+            Row {
+                case: "caches not synced, ready",
+                synced: None,
+                ..row("", IsReady, long_ago, at("00:09:59"), (Healthy, None, None))
+            },
+            Row {
+                case: "deleted: dead and fenced",
+                deleted: true,
+                ..row("", Unknown, at("00:09:00"), at("00:09:00"), (Dead, None, Some(NodeDeleted)))
+            },
+            Row {
+                case: "deleted while unsynced: not dead",
+                deleted: true,
+                synced: None,
+                ..row("", Unknown, None, None, (Unhealthy, None, Some(NodeDeleted)))
+            },
+            Row {
+                case: "out-of-service taint fences",
+                taints: &["node.kubernetes.io/out-of-service:NoExecute"],
+                ..row(
+                    "",
+                    Unknown,
+                    at("00:00:00"),
+                    at("00:00:00"),
+                    (Dead, at("00:05:00"), Some(OutOfServiceTaint)),
+                )
+            },
+            Row {
+                case: "shutdown taint fences",
+                taints: &["node.cloudprovider.kubernetes.io/shutdown:NoSchedule"],
+                ..row(
+                    "",
+                    Unknown,
+                    at("00:00:00"),
+                    at("00:00:00"),
+                    (Dead, at("00:05:00"), Some(ShutdownTaint)),
+                )
+            },
+            Row {
+                case: "fencing reported on a node not dead yet",
+                taints: &["node.kubernetes.io/out-of-service:NoExecute"],
+                ..row(
+                    "",
+                    Unknown,
+                    at("00:09:00"),
+                    at("00:00:00"),
+                    (Unhealthy, at("00:14:00"), Some(OutOfServiceTaint)),
+                )
+            },
+            Row {
+                case: "other taints do not fence",
+                taints: &["node.kubernetes.io/unreachable:NoExecute"],
+                ..row("", Unknown, at("00:00:00"), at("00:00:00"), (Dead, at("00:05:00"), None))
+            },
+        ];
+        let p = policy(|_| {});
+        for r in table {
+            let view = NodeView {
+                observation: NodeObservation {
+                    name: "n1".into(),
+                    readiness: r.readiness,
+                    ready_transition: r.transition,
+                    lease_renewed: r.lease,
+                    unschedulable: false,
+                    taints: r.taints.iter().map(|t| t.to_string()).collect(),
+                },
+                labels: BTreeMap::new(),
+                excluded: false,
+                deleted: r.deleted,
+            };
+            let got = summarize_node(&view, &p, r.synced, now);
+            assert_eq!((got.state, got.dead_at, got.fenced_by), r.want, "{}: {}", r.case, got.why);
+            assert!(!got.why.is_empty(), "{}", r.case);
+        }
+    }
+
+    #[test]
+    fn disabled_fencing_evidence_is_ignored() {
+        let now = ts("2026-01-01T00:10:00Z");
+        let p = policy(|s| {
+            s.dead_node.fencing.node_deleted = false;
+            s.dead_node.fencing.out_of_service_taint = false;
+            s.dead_node.fencing.shutdown_taint = false;
+            s.dead_node.require_fencing_for = vec![crate::crd::FencingRequirement::None];
+        });
+        let mut view = NodeView::deleted_unknown("gone");
+        view.observation.taints = vec![
+            format!("{OUT_OF_SERVICE_TAINT}:NoExecute"),
+            format!("{SHUTDOWN_TAINT}:NoSchedule"),
+        ];
+        let got = summarize_node(&view, &p, Some(now), now);
+        assert_eq!((got.state, got.fenced_by), (NodeState::Dead, None));
+    }
+
+    #[test]
+    fn why_explains_the_wait() {
+        let now = ts("2026-01-01T00:10:00Z");
+        let mut view = NodeView::deleted_unknown("n1");
+        view.deleted = false;
+        view.observation.readiness = Readiness::Unknown;
+        view.observation.ready_transition = Some(ts("2026-01-01T00:09:00Z"));
+        view.observation.lease_renewed = Some(ts("2026-01-01T00:08:30Z"));
+        let got = summarize_node(&view, &policy(|_| {}), Some(ts("2026-01-01T00:00:00Z")), now);
+        assert_eq!(
+            got.why,
+            "Ready=Unknown since 2026-01-01T00:09:00Z, Lease renewed 2026-01-01T00:08:30Z; waiting for \
+             notReadyFor 5m until 2026-01-01T00:14:00Z and leaseStaleFor 2m until 2026-01-01T00:10:30Z"
+        );
     }
 }

@@ -1,0 +1,372 @@
+//! The operator's compact view of the cluster, fed by one watch per kind.
+//!
+//! No full objects are kept: a node is a [`NodeView`] without its Lease, a Lease is its renew
+//! time, a pod is a [`PodRecord`] and only while it is Terminating, a namespace is its labels, a
+//! claim is whether it is ReadWriteOnce. [`ClusterState::observe`] assembles the core's
+//! [`Observed`] from them.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolumeClaim, Pod};
+
+use super::observe::{node_view, pod_record};
+use crate::core::{NodeView, Observed, PastAction, PodView};
+
+/// The kinds the operator watches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum WatchedKind {
+    Node,
+    Lease,
+    Pod,
+    Namespace,
+    PersistentVolumeClaim,
+}
+
+impl WatchedKind {
+    pub const ALL: [WatchedKind; 5] = [
+        WatchedKind::Node,
+        WatchedKind::Lease,
+        WatchedKind::Pod,
+        WatchedKind::Namespace,
+        WatchedKind::PersistentVolumeClaim,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WatchedKind::Node => "nodes",
+            WatchedKind::Lease => "leases",
+            WatchedKind::Pod => "pods",
+            WatchedKind::Namespace => "namespaces",
+            WatchedKind::PersistentVolumeClaim => "persistentvolumeclaims",
+        }
+    }
+}
+
+/// A Terminating pod as the operator remembers it (PVC names instead of their access modes,
+/// which are looked up when the view is assembled).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodRecord {
+    pub view: PodView,
+    pub claims: Vec<String>,
+}
+
+/// If no Lease has been renewed for this long although nodes exist, the Lease view itself is
+/// considered stale (a hung watch, an API server outage): evidence restarts when events resume.
+pub const LEASE_VIEW_SILENCE: SignedDuration = SignedDuration::from_secs(60);
+
+/// Whether the watches can be trusted, and since when.
+#[derive(Clone, Debug, Default)]
+struct Sync {
+    /// Kinds whose initial list completed.
+    listed: BTreeSet<WatchedKind>,
+    /// Start of the current evidence window: the latest of every initial list completing,
+    /// a Lease watch recovering from an error, or Lease events resuming after a silence.
+    window_start: Option<Timestamp>,
+    /// The Lease watch reported an error and has not delivered an event since.
+    lease_broken: bool,
+    last_lease_event: Option<Timestamp>,
+}
+
+/// What a watch event changed, so the caller knows whether policies must be re-planned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// Nothing a decision depends on changed (e.g. a heartbeat of a Ready node).
+    None,
+    /// Something decisions depend on changed: re-plan.
+    Relevant,
+}
+
+#[derive(Debug, Default)]
+pub struct ClusterState {
+    nodes: HashMap<String, NodeView>,
+    leases: HashMap<String, Timestamp>,
+    /// Terminating pods by UID.
+    pods: HashMap<String, PodRecord>,
+    namespaces: HashMap<String, Arc<BTreeMap<String, String>>>,
+    /// `namespace/name` of claims whose access modes include ReadWriteOnce(Pod).
+    rwo_claims: HashSet<String>,
+    sync: Sync,
+    /// Objects received during a (re)list, swapped in when it completes.
+    relist: Relist,
+}
+
+#[derive(Debug, Default)]
+struct Relist {
+    nodes: Option<HashMap<String, NodeView>>,
+    leases: Option<HashMap<String, Timestamp>>,
+    pods: Option<HashMap<String, PodRecord>>,
+    namespaces: Option<HashMap<String, Arc<BTreeMap<String, String>>>>,
+    rwo_claims: Option<HashSet<String>>,
+}
+
+impl ClusterState {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A (re)list of `kind` starts: its objects are collected aside until it completes.
+    pub fn list_started(&mut self, kind: WatchedKind) {
+        match kind {
+            WatchedKind::Node => self.relist.nodes = Some(HashMap::new()),
+            WatchedKind::Lease => self.relist.leases = Some(HashMap::new()),
+            WatchedKind::Pod => self.relist.pods = Some(HashMap::new()),
+            WatchedKind::Namespace => self.relist.namespaces = Some(HashMap::new()),
+            WatchedKind::PersistentVolumeClaim => self.relist.rwo_claims = Some(HashSet::new()),
+        }
+    }
+
+    /// A (re)list of `kind` completed at `now`: its objects replace the old ones and the
+    /// evidence window restarts.
+    pub fn list_done(&mut self, kind: WatchedKind, now: Timestamp) -> Change {
+        match kind {
+            WatchedKind::Node => {
+                if let Some(m) = self.relist.nodes.take() {
+                    self.nodes = m;
+                }
+            }
+            WatchedKind::Lease => {
+                if let Some(m) = self.relist.leases.take() {
+                    self.leases = m;
+                }
+                self.sync.lease_broken = false;
+                self.sync.last_lease_event = Some(now);
+            }
+            WatchedKind::Pod => {
+                if let Some(m) = self.relist.pods.take() {
+                    self.pods = m;
+                }
+            }
+            WatchedKind::Namespace => {
+                if let Some(m) = self.relist.namespaces.take() {
+                    self.namespaces = m;
+                }
+            }
+            WatchedKind::PersistentVolumeClaim => {
+                if let Some(m) = self.relist.rwo_claims.take() {
+                    self.rwo_claims = m;
+                }
+            }
+        }
+        self.sync.listed.insert(kind);
+        self.restart_window(now);
+        Change::Relevant
+    }
+
+    /// A watch reported an error. For Leases this suspends all evidence until events resume.
+    pub fn watch_failed(&mut self, kind: WatchedKind) -> Change {
+        if kind == WatchedKind::Lease && !self.sync.lease_broken {
+            self.sync.lease_broken = true;
+            return Change::Relevant;
+        }
+        Change::None
+    }
+
+    fn restart_window(&mut self, now: Timestamp) {
+        self.sync.window_start = Some(self.sync.window_start.map_or(now, |t| t.max(now)));
+    }
+
+    pub fn apply_node(&mut self, node: &Node) -> Change {
+        let view = node_view(node);
+        let name = view.observation.name.clone();
+        if let Some(relist) = self.relist.nodes.as_mut() {
+            relist.insert(name, view);
+            return Change::None;
+        }
+        match self.nodes.insert(name, view.clone()) {
+            Some(old) if same_node_evidence(&old, &view) => Change::None,
+            _ => Change::Relevant,
+        }
+    }
+
+    pub fn delete_node(&mut self, name: &str) -> Change {
+        self.nodes.remove(name);
+        Change::Relevant
+    }
+
+    pub fn apply_lease(
+        &mut self,
+        name: &str,
+        renewed: Option<Timestamp>,
+        now: Timestamp,
+    ) -> Change {
+        let mut change = Change::None;
+        if self.sync.lease_broken {
+            self.sync.lease_broken = false;
+            self.restart_window(now);
+            change = Change::Relevant;
+        } else if self.lease_view_silent(now) {
+            self.restart_window(now);
+            change = Change::Relevant;
+        }
+        self.sync.last_lease_event = Some(now);
+        let Some(renewed) = renewed else { return change };
+        if let Some(relist) = self.relist.leases.as_mut() {
+            relist.insert(name.to_string(), renewed);
+            return Change::None;
+        }
+        self.leases.insert(name.to_string(), renewed);
+        // A renewal only matters for a node that is not Ready: it postpones its death.
+        let node_ready = self
+            .nodes
+            .get(name)
+            .is_some_and(|n| n.observation.readiness == crate::core::Readiness::Ready);
+        if node_ready { change } else { Change::Relevant }
+    }
+
+    pub fn delete_lease(&mut self, name: &str) -> Change {
+        self.leases.remove(name);
+        Change::Relevant
+    }
+
+    pub fn apply_pod(&mut self, pod: &Pod) -> Change {
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let record = pod_record(pod);
+        if let Some(relist) = self.relist.pods.as_mut() {
+            if let Some(record) = record {
+                relist.insert(uid, record);
+            }
+            return Change::None;
+        }
+        match record {
+            Some(record) => match self.pods.insert(uid, record.clone()) {
+                Some(old) if old == record => Change::None,
+                _ => Change::Relevant,
+            },
+            None => {
+                if self.pods.remove(&uid).is_some() {
+                    Change::Relevant
+                } else {
+                    Change::None
+                }
+            }
+        }
+    }
+
+    pub fn delete_pod(&mut self, uid: &str) -> Change {
+        if self.pods.remove(uid).is_some() { Change::Relevant } else { Change::None }
+    }
+
+    pub fn apply_namespace(&mut self, ns: &Namespace) -> Change {
+        let name = ns.metadata.name.clone().unwrap_or_default();
+        let labels = Arc::new(ns.metadata.labels.clone().unwrap_or_default());
+        if let Some(relist) = self.relist.namespaces.as_mut() {
+            relist.insert(name, labels);
+            return Change::None;
+        }
+        match self.namespaces.insert(name, labels.clone()) {
+            Some(old) if old == labels => Change::None,
+            _ => Change::Relevant,
+        }
+    }
+
+    pub fn delete_namespace(&mut self, name: &str) -> Change {
+        self.namespaces.remove(name);
+        Change::Relevant
+    }
+
+    pub fn apply_claim(&mut self, claim: &PersistentVolumeClaim) -> Change {
+        let key = format!(
+            "{}/{}",
+            claim.metadata.namespace.as_deref().unwrap_or_default(),
+            claim.metadata.name.as_deref().unwrap_or_default()
+        );
+        let rwo = claim.spec.as_ref().and_then(|s| s.access_modes.as_ref()).is_some_and(|modes| {
+            modes.iter().any(|m| m == "ReadWriteOnce" || m == "ReadWriteOncePod")
+        });
+        let set = self.relist.rwo_claims.as_mut().unwrap_or(&mut self.rwo_claims);
+        let changed = if rwo { set.insert(key) } else { set.remove(&key) };
+        if changed && self.relist.rwo_claims.is_none() { Change::Relevant } else { Change::None }
+    }
+
+    pub fn delete_claim(&mut self, namespace: &str, name: &str) -> Change {
+        if self.rwo_claims.remove(&format!("{namespace}/{name}")) {
+            Change::Relevant
+        } else {
+            Change::None
+        }
+    }
+
+    /// Whether every kind has completed its initial list.
+    pub fn synced(&self) -> bool {
+        WatchedKind::ALL.iter().all(|k| self.sync.listed.contains(k))
+    }
+
+    fn lease_view_silent(&self, now: Timestamp) -> bool {
+        !self.nodes.is_empty()
+            && self
+                .sync
+                .last_lease_event
+                .is_some_and(|t| now.duration_since(t) > LEASE_VIEW_SILENCE)
+    }
+
+    /// The start of the evidence window at `now`, or `None` when evidence cannot be trusted:
+    /// a watch not listed yet, a broken Lease watch, or a Lease view silent for too long.
+    pub fn evidence_since(&self, now: Timestamp) -> Option<Timestamp> {
+        if !self.synced() || self.sync.lease_broken || self.lease_view_silent(now) {
+            return None;
+        }
+        self.sync.window_start
+    }
+
+    pub fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub fn terminating_pod_count(&self) -> usize {
+        self.pods.len()
+    }
+
+    /// Assembles the planner's input at `now`, with one policy's action history.
+    pub fn observe(
+        &self,
+        now: Timestamp,
+        recent_actions: Vec<PastAction>,
+        acted_pods: BTreeSet<String>,
+    ) -> Observed {
+        let empty = Arc::new(BTreeMap::new());
+        let nodes = self
+            .nodes
+            .values()
+            .map(|n| {
+                let mut n = n.clone();
+                n.observation.lease_renewed = self.leases.get(&n.observation.name).copied();
+                n
+            })
+            .collect();
+        let pods = self
+            .pods
+            .values()
+            .map(|r| {
+                let mut view = r.view.clone();
+                view.namespace_labels =
+                    self.namespaces.get(&view.namespace).cloned().unwrap_or_else(|| empty.clone());
+                view.has_rwo_volume = r
+                    .claims
+                    .iter()
+                    .any(|c| self.rwo_claims.contains(&format!("{}/{c}", view.namespace)));
+                view
+            })
+            .collect();
+        Observed {
+            nodes,
+            pods,
+            watch_synced_at: self.evidence_since(now),
+            recent_actions,
+            acted_pods,
+        }
+    }
+}
+
+/// Two views of a node that no decision can tell apart.
+fn same_node_evidence(a: &NodeView, b: &NodeView) -> bool {
+    let (x, y) = (&a.observation, &b.observation);
+    x.readiness == y.readiness
+        && x.ready_transition == y.ready_transition
+        && x.unschedulable == y.unschedulable
+        && x.taints == y.taints
+        && a.labels == b.labels
+        && a.excluded == b.excluded
+        && a.deleted == b.deleted
+}

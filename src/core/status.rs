@@ -1,0 +1,440 @@
+//! The status a policy should have, computed from its plan. Condition timestamps only move when
+//! a condition's status changes, so an unchanged world yields an equal status and the
+//! controller can skip the write.
+
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+use super::plan::Plan;
+use super::policy::{InvalidPolicy, ValidatedPolicy};
+use crate::crd::{MAX_RECENT_ACTIONS, RecentAction, RemediationPolicyStatus};
+
+/// Condition type: the policy is valid and evaluated against synced caches.
+pub const CONDITION_READY: &str = "Ready";
+/// Condition type: too many unhealthy nodes, no action.
+pub const CONDITION_CIRCUIT_OPEN: &str = "CircuitOpen";
+/// Condition type: `spec.paused`.
+pub const CONDITION_PAUSED: &str = "Paused";
+/// Condition type: the spec cannot be used.
+pub const CONDITION_INVALID: &str = "Invalid";
+
+/// What the reconciler got from the policy.
+#[derive(Clone, Copy, Debug)]
+pub enum Evaluation<'a> {
+    /// The spec validated and was planned.
+    Planned { policy: &'a ValidatedPolicy, plan: &'a Plan },
+    /// The spec did not validate; `paused` is `spec.paused` as written.
+    Invalid { invalid: &'a InvalidPolicy, paused: bool },
+}
+
+/// Builds the desired status. `recentActions` and `actionsTotal` are carried over from
+/// `previous` (the writer appends to them with [`push_recent_actions`]).
+pub fn desired_status(
+    evaluation: Evaluation<'_>,
+    generation: Option<i64>,
+    previous: Option<&RemediationPolicyStatus>,
+    now: Timestamp,
+) -> RemediationPolicyStatus {
+    let cond = |type_: &str, status: bool, reason: &str, message: String| {
+        condition(
+            type_,
+            if status { "True" } else { "False" },
+            reason,
+            message,
+            generation,
+            previous,
+            now,
+        )
+    };
+    let paused_condition = |paused: bool| {
+        if paused {
+            cond(
+                CONDITION_PAUSED,
+                true,
+                "PausedBySpec",
+                "spec.paused is true: evaluating and reporting only".into(),
+            )
+        } else {
+            cond(CONDITION_PAUSED, false, "NotPaused", "spec.paused is false".into())
+        }
+    };
+    let mut status = RemediationPolicyStatus {
+        observed_generation: generation,
+        actions_total: previous.map_or(0, |p| p.actions_total),
+        recent_actions: previous.map(|p| p.recent_actions.clone()).unwrap_or_default(),
+        ..Default::default()
+    };
+    match evaluation {
+        Evaluation::Invalid { invalid, paused } => {
+            status.conditions = vec![
+                cond(
+                    CONDITION_READY,
+                    false,
+                    "InvalidSpec",
+                    "the spec is invalid, see the Invalid condition".into(),
+                ),
+                condition(
+                    CONDITION_CIRCUIT_OPEN,
+                    "Unknown",
+                    "InvalidSpec",
+                    "not evaluated: the spec is invalid".into(),
+                    generation,
+                    previous,
+                    now,
+                ),
+                paused_condition(paused),
+                cond(CONDITION_INVALID, true, "InvalidSpec", invalid.reason.clone()),
+            ];
+        }
+        Evaluation::Planned { policy, plan } => {
+            let ready = if plan.synced {
+                cond(
+                    CONDITION_READY,
+                    true,
+                    "Evaluated",
+                    format!("evaluated against synced watches in mode {}", policy.mode.as_str()),
+                )
+            } else {
+                cond(
+                    CONDITION_READY,
+                    false,
+                    "CachesNotSynced",
+                    "waiting for the node, Lease and pod watches to sync: no node counts as dead until then".into(),
+                )
+            };
+            let circuit = if plan.circuit.open {
+                cond(CONDITION_CIRCUIT_OPEN, true, "TooManyUnhealthyNodes", plan.circuit.message())
+            } else {
+                cond(CONDITION_CIRCUIT_OPEN, false, "WithinLimit", plan.circuit.message())
+            };
+            status.conditions = vec![
+                ready,
+                circuit,
+                paused_condition(policy.paused),
+                cond(CONDITION_INVALID, false, "Valid", "the spec is valid".into()),
+            ];
+            let count = |n: u32| i32::try_from(n).unwrap_or(i32::MAX);
+            status.matched_nodes = count(plan.counts.matched_nodes);
+            status.unhealthy_nodes = count(plan.counts.unhealthy_nodes);
+            status.dead_nodes = count(plan.counts.dead_nodes);
+            status.stuck_pods = count(plan.counts.stuck_pods);
+        }
+    }
+    status
+}
+
+/// A condition whose `lastTransitionTime` is carried over when its status did not change.
+fn condition(
+    type_: &str,
+    status: &str,
+    reason: &str,
+    message: String,
+    generation: Option<i64>,
+    previous: Option<&RemediationPolicyStatus>,
+    now: Timestamp,
+) -> Condition {
+    let before = previous.and_then(|p| p.conditions.iter().find(|c| c.type_ == type_));
+    let last_transition_time = match before {
+        Some(c) if c.status == status => c.last_transition_time.clone(),
+        _ => Time(now),
+    };
+    Condition {
+        type_: type_.to_string(),
+        status: status.to_string(),
+        reason: reason.to_string(),
+        message,
+        observed_generation: generation,
+        last_transition_time,
+    }
+}
+
+/// Records actions taken (or would-be actions) in the status: newest first, at most
+/// [`MAX_RECENT_ACTIONS`], and `actionsTotal` incremented by those with result Done or WouldAct.
+pub fn push_recent_actions(
+    status: &mut RemediationPolicyStatus,
+    records: impl IntoIterator<Item = RecentAction>,
+) {
+    let mut records: Vec<RecentAction> = records.into_iter().collect();
+    let counted = records.iter().filter(|r| r.result.counts_as_action()).count();
+    status.actions_total =
+        status.actions_total.saturating_add(i64::try_from(counted).unwrap_or(i64::MAX));
+    records.append(&mut status.recent_actions);
+    // Stable: among equal times, the new records stay ahead of older ones.
+    records.sort_by(|a, b| b.time.cmp(&a.time));
+    records.truncate(MAX_RECENT_ACTIONS);
+    status.recent_actions = records;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::plan::{Circuit, PlanCounts};
+    use crate::core::policy::{MaxUnhealthy, validate};
+    use crate::crd::{ActionKind, ActionResult, Mode, RemediationPolicySpec};
+
+    fn ts(s: &str) -> Timestamp {
+        s.parse().expect("test timestamp")
+    }
+
+    fn plan(synced: bool, open: bool, unhealthy: u32) -> Plan {
+        Plan {
+            synced,
+            actions: vec![],
+            decisions: vec![],
+            nodes: vec![],
+            circuit: Circuit::evaluate(
+                unhealthy,
+                10,
+                MaxUnhealthy::Count(if open { unhealthy - 1 } else { unhealthy }),
+            ),
+            next_deadline: None,
+            counts: PlanCounts {
+                matched_nodes: 10,
+                unhealthy_nodes: unhealthy,
+                dead_nodes: 1,
+                stuck_pods: 2,
+                eligible_pods: 0,
+            },
+        }
+    }
+
+    fn conditions(status: &RemediationPolicyStatus) -> Vec<(&str, &str, &str)> {
+        status
+            .conditions
+            .iter()
+            .map(|c| (c.type_.as_str(), c.status.as_str(), c.reason.as_str()))
+            .collect()
+    }
+
+    fn transition(status: &RemediationPolicyStatus, type_: &str) -> Timestamp {
+        status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == type_)
+            .expect("condition")
+            .last_transition_time
+            .0
+    }
+
+    fn record(time: &str, name: &str, result: ActionResult) -> RecentAction {
+        RecentAction {
+            time: Time(ts(time)),
+            action: ActionKind::ForceDelete,
+            mode: Mode::DryRun,
+            namespace: "ns".into(),
+            name: name.into(),
+            uid: format!("uid-{name}"),
+            node: "n1".into(),
+            owner: None,
+            reason: "node dead".into(),
+            result,
+            detail: None,
+        }
+    }
+
+    #[test]
+    fn conditions_table() {
+        let policy = validate(&RemediationPolicySpec::default()).expect("valid");
+        let paused =
+            validate(&RemediationPolicySpec { paused: true, ..Default::default() }).expect("valid");
+        let invalid = InvalidPolicy { reason: "deadNode.notReadyFor: bad".into() };
+        let (p_ok, p_unsynced, p_open) =
+            (plan(true, false, 1), plan(false, false, 1), plan(true, true, 5));
+        type Row<'a> = (&'a str, Evaluation<'a>, Vec<(&'a str, &'a str, &'a str)>);
+        let table: Vec<Row> = vec![
+            (
+                "healthy",
+                Evaluation::Planned { policy: &policy, plan: &p_ok },
+                vec![
+                    ("Ready", "True", "Evaluated"),
+                    ("CircuitOpen", "False", "WithinLimit"),
+                    ("Paused", "False", "NotPaused"),
+                    ("Invalid", "False", "Valid"),
+                ],
+            ),
+            (
+                "unsynced",
+                Evaluation::Planned { policy: &policy, plan: &p_unsynced },
+                vec![
+                    ("Ready", "False", "CachesNotSynced"),
+                    ("CircuitOpen", "False", "WithinLimit"),
+                    ("Paused", "False", "NotPaused"),
+                    ("Invalid", "False", "Valid"),
+                ],
+            ),
+            (
+                "circuit open and paused",
+                Evaluation::Planned { policy: &paused, plan: &p_open },
+                vec![
+                    ("Ready", "True", "Evaluated"),
+                    ("CircuitOpen", "True", "TooManyUnhealthyNodes"),
+                    ("Paused", "True", "PausedBySpec"),
+                    ("Invalid", "False", "Valid"),
+                ],
+            ),
+            (
+                "invalid",
+                Evaluation::Invalid { invalid: &invalid, paused: false },
+                vec![
+                    ("Ready", "False", "InvalidSpec"),
+                    ("CircuitOpen", "Unknown", "InvalidSpec"),
+                    ("Paused", "False", "NotPaused"),
+                    ("Invalid", "True", "InvalidSpec"),
+                ],
+            ),
+        ];
+        let now = ts("2026-01-01T00:10:00Z");
+        for (case, evaluation, want) in table {
+            let status = desired_status(evaluation, Some(7), None, now);
+            assert_eq!(conditions(&status), want, "{case}");
+            assert_eq!(status.observed_generation, Some(7), "{case}");
+            assert!(
+                status
+                    .conditions
+                    .iter()
+                    .all(|c| c.observed_generation == Some(7) && c.last_transition_time.0 == now)
+            );
+        }
+    }
+
+    #[test]
+    fn counts_and_messages() {
+        let policy = validate(&RemediationPolicySpec::default()).expect("valid");
+        let p = plan(true, true, 5);
+        let status = desired_status(
+            Evaluation::Planned { policy: &policy, plan: &p },
+            Some(1),
+            None,
+            ts("2026-01-01T00:00:00Z"),
+        );
+        assert_eq!(
+            (status.matched_nodes, status.unhealthy_nodes, status.dead_nodes, status.stuck_pods),
+            (10, 5, 1, 2)
+        );
+        let circuit =
+            status.conditions.iter().find(|c| c.type_ == CONDITION_CIRCUIT_OPEN).expect("circuit");
+        assert_eq!(
+            circuit.message,
+            "5 of 10 selected nodes are unhealthy, more than maxUnhealthyNodes 4: no action until it drops"
+        );
+        let invalid = InvalidPolicy {
+            reason: "safety.maxUnhealthyNodes: \"150%\" is not a percentage".into(),
+        };
+        let status = desired_status(
+            Evaluation::Invalid { invalid: &invalid, paused: true },
+            Some(2),
+            Some(&status),
+            ts("2026-01-01T00:01:00Z"),
+        );
+        assert_eq!(
+            (status.matched_nodes, status.unhealthy_nodes, status.dead_nodes, status.stuck_pods),
+            (0, 0, 0, 0)
+        );
+        let cond =
+            status.conditions.iter().find(|c| c.type_ == CONDITION_INVALID).expect("invalid");
+        assert_eq!(cond.message, invalid.reason);
+    }
+
+    #[test]
+    fn unchanged_world_gives_an_equal_status() {
+        let policy = validate(&RemediationPolicySpec::default()).expect("valid");
+        let p = plan(true, false, 1);
+        let mut first = desired_status(
+            Evaluation::Planned { policy: &policy, plan: &p },
+            Some(3),
+            None,
+            ts("2026-01-01T00:00:00Z"),
+        );
+        push_recent_actions(
+            &mut first,
+            [record("2026-01-01T00:00:00Z", "a", ActionResult::WouldAct)],
+        );
+        let later = desired_status(
+            Evaluation::Planned { policy: &policy, plan: &p },
+            Some(3),
+            Some(&first),
+            ts("2026-01-01T01:00:00Z"),
+        );
+        assert_eq!(later, first, "no timestamp churn");
+    }
+
+    #[test]
+    fn only_the_flipped_condition_moves_its_transition_time() {
+        let policy = validate(&RemediationPolicySpec::default()).expect("valid");
+        let t0 = ts("2026-01-01T00:00:00Z");
+        let t1 = ts("2026-01-01T00:05:00Z");
+        let closed = plan(true, false, 1);
+        let open = plan(true, true, 5);
+        let first = desired_status(
+            Evaluation::Planned { policy: &policy, plan: &closed },
+            Some(1),
+            None,
+            t0,
+        );
+        let second = desired_status(
+            Evaluation::Planned { policy: &policy, plan: &open },
+            Some(1),
+            Some(&first),
+            t1,
+        );
+        assert_eq!(transition(&second, CONDITION_CIRCUIT_OPEN), t1);
+        for type_ in [CONDITION_READY, CONDITION_PAUSED, CONDITION_INVALID] {
+            assert_eq!(transition(&second, type_), t0, "{type_}");
+        }
+        // A message change alone (different counts, same status) keeps the time too.
+        let open_more = plan(true, true, 6);
+        let third = desired_status(
+            Evaluation::Planned { policy: &policy, plan: &open_more },
+            Some(1),
+            Some(&second),
+            t1,
+        );
+        assert_eq!(transition(&third, CONDITION_CIRCUIT_OPEN), t1);
+        assert_ne!(third, second);
+    }
+
+    #[test]
+    fn recent_actions_newest_first_bounded_and_counted() {
+        let mut status = RemediationPolicyStatus { actions_total: 40, ..Default::default() };
+        let old: Vec<RecentAction> = (0..15)
+            .map(|i| {
+                record(
+                    &format!("2026-01-01T00:00:{i:02}Z"),
+                    &format!("old{i:02}"),
+                    ActionResult::Done,
+                )
+            })
+            .collect();
+        push_recent_actions(&mut status, old);
+        assert_eq!(status.actions_total, 55);
+        assert_eq!(status.recent_actions[0].name, "old14");
+        let new = vec![
+            record("2026-01-01T00:01:00Z", "new-a", ActionResult::Done),
+            record("2026-01-01T00:01:00Z", "new-b", ActionResult::Failed),
+            record("2026-01-01T00:01:01Z", "new-c", ActionResult::WouldAct),
+            record("2026-01-01T00:01:01Z", "new-d", ActionResult::Skipped),
+            record("2026-01-01T00:00:14Z", "same-time-as-old14", ActionResult::Done),
+            record("2026-01-01T00:01:02Z", "new-e", ActionResult::Done),
+            record("2026-01-01T00:01:03Z", "new-f", ActionResult::Done),
+        ];
+        push_recent_actions(&mut status, new);
+        assert_eq!(status.actions_total, 55 + 5);
+        assert_eq!(status.recent_actions.len(), MAX_RECENT_ACTIONS);
+        let names: Vec<&str> =
+            status.recent_actions.iter().take(8).map(|r| r.name.as_str()).collect();
+        assert_eq!(
+            names,
+            vec![
+                "new-f",
+                "new-e",
+                "new-c",
+                "new-d",
+                "new-a",
+                "new-b",
+                "same-time-as-old14",
+                "old14"
+            ]
+        );
+        assert_eq!(status.recent_actions.last().map(|r| r.name.as_str()), Some("old02"));
+    }
+}
