@@ -28,6 +28,52 @@ pub enum Error {
         source: kube::Error,
     },
 
+    /// The RemediationPolicy CRD is not installed in the cluster.
+    #[error(
+        "the RemediationPolicy CRD (remediationpolicies.remediator.io) is not installed: apply deploy/crd.yaml or install the Helm chart"
+    )]
+    CrdMissing,
+
+    /// The operator's identity lacks a permission it needs.
+    #[error(
+        "permission denied to {verb} {resource}: {message} (see the ClusterRole in deploy/ or the chart)"
+    )]
+    Forbidden { verb: &'static str, resource: &'static str, message: String },
+
+    /// Reading one object failed.
+    #[error("cannot read {kind} {name}: {source}")]
+    Get {
+        kind: &'static str,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+
+    /// Deleting a pod failed.
+    #[error("cannot delete pod {namespace}/{name}: {source}")]
+    DeletePod {
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+
+    /// Writing a policy's status failed.
+    #[error("cannot update the status of RemediationPolicy {name}: {source}")]
+    PatchStatus {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+
+    /// Serving HTTP (metrics and probes) failed.
+    #[error("cannot serve HTTP on {addr}: {source}")]
+    Serve {
+        addr: std::net::SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+
     /// A request did not answer within its deadline.
     #[error("{operation} timed out after {timeout:?}")]
     Timeout { operation: &'static str, timeout: Duration },
@@ -38,7 +84,12 @@ impl Error {
     pub fn category(&self) -> &'static str {
         match self {
             Error::LoadConfig(_) | Error::BuildClient(_) => "Config",
-            Error::ReadServerVersion(_) | Error::List { .. } => "ApiRead",
+            Error::ReadServerVersion(_) | Error::List { .. } | Error::Get { .. } => "ApiRead",
+            Error::CrdMissing => "CrdMissing",
+            Error::Forbidden { .. } => "Forbidden",
+            Error::DeletePod { .. } => "DeletePod",
+            Error::PatchStatus { .. } => "PatchStatus",
+            Error::Serve { .. } => "Serve",
             Error::Timeout { .. } => "Timeout",
         }
     }
@@ -46,10 +97,16 @@ impl Error {
     /// Whether retrying later may succeed (network trouble, server overload, timeouts).
     pub fn is_transient(&self) -> bool {
         match self {
-            Error::LoadConfig(_) | Error::BuildClient(_) => false,
-            Error::ReadServerVersion(e) | Error::List { source: e, .. } => {
-                kube_error_is_transient(e)
-            }
+            Error::LoadConfig(_)
+            | Error::BuildClient(_)
+            | Error::CrdMissing
+            | Error::Forbidden { .. }
+            | Error::Serve { .. } => false,
+            Error::ReadServerVersion(e)
+            | Error::List { source: e, .. }
+            | Error::Get { source: e, .. }
+            | Error::DeletePod { source: e, .. }
+            | Error::PatchStatus { source: e, .. } => kube_error_is_transient(e),
             Error::Timeout { .. } => true,
         }
     }

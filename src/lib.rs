@@ -13,6 +13,9 @@ pub mod controllers;
 pub mod core;
 pub mod crd;
 pub mod error;
+pub mod http;
+pub mod metrics;
 pub mod telemetry;
+pub mod writer;
 
 pub use error::{Error, Result};

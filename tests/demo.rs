@@ -1,7 +1,9 @@
 //! `tools/demo`: brings up the local control plane (etcd, kube-apiserver,
 //! kube-controller-manager, kube-scheduler, kwok) on 127.0.0.1 with a few simulated nodes,
-//! reproduces field incident 1 (a node dies, its pods stay Terminating forever and a Recreate
-//! rollout is stuck behind them) and shows what kube-remediator sees.
+//! reproduces field incident 1 (a node dies, its pod stays Terminating forever and a Recreate
+//! rollout is stuck behind it), and runs kube-remediator with a policy: first in DryRun (it
+//! records what it would do, `plan` shows it), then in Enforce (it force-deletes the pod and
+//! the rollout completes).
 
 mod support;
 
@@ -15,6 +17,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
 use support::env::{HOSTNAME_LABEL, ZONE_LABEL};
+use support::operator::Operator;
 use support::{Cluster, TestEnv, wait_for};
 
 /// Runs the kube-remediator demo on a local control plane with simulated nodes.
@@ -26,7 +29,7 @@ struct Args {
     #[arg(long)]
     keep: bool,
 
-    /// Path to the kube-remediator binary (default: next to this demo in target/).
+    /// Path to the kube-remediator binary (default: the one in the same target directory).
     #[arg(long, env = "KUBE_REMEDIATOR_BIN")]
     remediator: Option<PathBuf>,
 }
@@ -53,14 +56,7 @@ impl Narrator {
 }
 
 async fn run(args: Args) -> Result<()> {
-    let remediator = match args.remediator {
-        Some(path) => path,
-        None => std::env::current_exe()?
-            .parent()
-            .and_then(|examples| examples.parent())
-            .map(|profile| profile.join("kube-remediator"))
-            .context("cannot find the target directory")?,
-    };
+    let remediator = args.remediator.unwrap_or_else(support::operator::binary);
     let n = Narrator { start: Instant::now() };
     n.say("starting the local control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok)");
     let cluster = Cluster::start(&support::new_run_dir("demo")).await?;
@@ -88,6 +84,18 @@ async fn scenario(n: &Narrator, cluster: &Cluster, remediator: &std::path::Path)
         env.healthy_node, env.zone
     ));
 
+    // Short windows so the demo takes a minute; the defaults are 5m / 2m / 30s.
+    env.create_policy(json!({
+        "mode": "DryRun",
+        "deadNode": { "notReadyFor": "10s", "leaseStaleFor": "40s" },
+        "stuckTerminating": { "delayAfterGrace": "5s" },
+        "safety": { "maxUnhealthyNodes": 1 },
+    }))
+    .await?;
+    n.say("RemediationPolicy demo created in DryRun: a node is dead after 10s NotReady and 40s without Lease renewal; pods are released 5s after their deletionTimestamp");
+    let operator = Operator::start(cluster, &env).await?;
+    n.say(&format!("kube-remediator runs (log: {})", operator.log.display()));
+
     let deployments = env.api::<Deployment>();
     let shop: Deployment = serde_json::from_value(json!({
         "metadata": { "name": "shop" },
@@ -99,6 +107,7 @@ async fn scenario(n: &Narrator, cluster: &Cluster, remediator: &std::path::Path)
                 "metadata": { "labels": { "app": "shop" } },
                 "spec": {
                     "nodeSelector": { HOSTNAME_LABEL: worker },
+                    "terminationGracePeriodSeconds": 1,
                     "containers": [{ "name": "shop", "image": "registry.invalid/shop:v1" }],
                 },
             },
@@ -107,6 +116,7 @@ async fn scenario(n: &Narrator, cluster: &Cluster, remediator: &std::path::Path)
     deployments.create(&PostParams::default(), &shop).await?;
     let pods = env.wait_pods_ready("app=shop", 1).await?;
     let old = pods[0].metadata.name.clone().unwrap_or_default();
+    let old_uid = pods[0].metadata.uid.clone().unwrap_or_default();
     n.say(&format!("Deployment shop (strategy Recreate) runs pod {old} on {worker}"));
 
     env.kill_node(&worker).await?;
@@ -133,26 +143,83 @@ async fn scenario(n: &Narrator, cluster: &Cluster, remediator: &std::path::Path)
         "containers": [{ "name": "shop", "image": "registry.invalid/shop:v2" }],
     }}}});
     deployments.patch("shop", &PatchParams::default(), &Patch::Strategic(&patch)).await?;
-    n.say("shop is rolled out to v2 (kubectl set image)...");
-    tokio::time::sleep(Duration::from_secs(10)).await;
-    let pods = env.list_pods("app=shop").await?;
-    let stuck = pods.iter().all(|p| p.metadata.name.as_deref() == Some(old.as_str()));
-    if stuck {
-        n.say(&format!(
-            "...and is stuck: after 10 s still no v2 pod, because Recreate waits for {old} to terminate"
-        ));
-    } else {
-        n.say("...and a v2 pod appeared (unexpected on a dead node)");
-    }
+    n.say("shop is rolled out to v2 (kubectl set image), and is stuck: Recreate waits for the old pod to terminate");
+
+    n.say("waiting for the policy's evidence window (about 40 s)...");
+    let record = env
+        .wait_policy("a would-be action", Duration::from_secs(120), |s| {
+            s.recent_actions.iter().find(|a| a.uid == old_uid).cloned()
+        })
+        .await?;
+    n.say(&format!(
+        "DryRun: kube-remediator recorded that it would force-delete {}/{}: {}",
+        record.namespace, record.name, record.reason
+    ));
+    println!();
+    n.say("`kube-remediator plan` now says:");
+    remediator_cli(remediator, cluster, &["plan", "--policy-selector", "remediator.io/test=demo"])?;
+    println!();
+    let v2_pods = env.list_pods("app=shop").await?;
+    n.say(&format!(
+        "the pod is still there ({} shop pod(s), none of v2): DryRun changes nothing",
+        v2_pods.len()
+    ));
+
+    let patch = json!({ "spec": { "mode": "Enforce" } });
+    env.policies().patch("demo", &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    n.say("the policy is switched to Enforce");
+    let pods_api = env.pods();
+    wait_for("the stuck pod to be force-deleted", Duration::from_secs(30), || {
+        let pods_api = pods_api.clone();
+        let old = old.clone();
+        async move { Ok(pods_api.get_opt(&old).await?.is_none().then_some(())) }
+    })
+    .await?;
+    n.say(&format!("kube-remediator force-deleted {old} (grace 0, UID precondition)"));
+    let v2 = env.wait_pods_ready("app=shop", 1).await?;
+    n.say(&format!(
+        "the rollout completes: {} runs v2 on {}",
+        v2[0].metadata.name.as_deref().unwrap_or_default(),
+        v2[0].spec.as_ref().and_then(|s| s.node_name.as_deref()).unwrap_or_default()
+    ));
 
     println!();
+    n.say("the policy's status:");
+    let kubectl = cluster.bin.path("kubectl");
+    let status = Command::new(&kubectl)
+        .args(["--kubeconfig"])
+        .arg(&cluster.kubeconfig)
+        .args(["get", "remediationpolicy", "demo"])
+        .status()?;
+    anyhow::ensure!(status.success(), "kubectl get remediationpolicy failed");
+    let policy = env.policies().get("demo").await?;
+    for a in policy.status.map(|s| s.recent_actions).unwrap_or_default() {
+        println!(
+            "  {}  {} {}/{} on {}: {} [{}]",
+            a.time.0,
+            a.action.as_str(),
+            a.namespace,
+            a.name,
+            a.node,
+            a.result.as_str(),
+            a.mode.as_str()
+        );
+    }
+    println!();
     n.say("kube-remediator cluster-info:");
+    remediator_cli(remediator, cluster, &["cluster-info"])?;
+    drop(operator);
+    Ok(())
+}
+
+/// Runs the kube-remediator binary against the demo cluster, output to the terminal.
+fn remediator_cli(remediator: &std::path::Path, cluster: &Cluster, args: &[&str]) -> Result<()> {
     let status = Command::new(remediator)
-        .arg("cluster-info")
+        .args(args)
         .arg("--kubeconfig")
         .arg(&cluster.kubeconfig)
         .status()
         .with_context(|| format!("running {} (build it with cargo build)", remediator.display()))?;
-    anyhow::ensure!(status.success(), "kube-remediator cluster-info failed ({status})");
+    anyhow::ensure!(status.success(), "kube-remediator {} failed ({status})", args.join(" "));
     Ok(())
 }

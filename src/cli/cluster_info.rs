@@ -7,6 +7,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams};
 
 use super::ConnectionArgs;
+use super::table::{Table, human};
 use crate::controllers::observe::{NODE_LEASE_NAMESPACE, node_observation};
 use crate::core::{NodeHealth, NodeObservation, assess_node};
 use crate::{Error, Result};
@@ -25,7 +26,7 @@ enum Output {
 }
 
 pub async fn run(conn: &ConnectionArgs, args: Args) -> Result<ExitCode> {
-    let client = conn.client().await?;
+    let client = conn.one_shot_client().await?;
     let server = client.apiserver_version().await.map_err(Error::ReadServerVersion)?;
     let nodes = Api::<Node>::all(client.clone())
         .list(&ListParams::default())
@@ -76,67 +77,27 @@ pub async fn run(conn: &ConnectionArgs, args: Args) -> Result<ExitCode> {
             );
             if !report.is_empty() {
                 println!();
-                let rows: Vec<[String; 6]> = report
-                    .iter()
-                    .map(|(obs, health)| {
-                        [
-                            obs.name.clone(),
-                            health.readiness.as_str().to_string(),
-                            health.not_ready_for.map(human).unwrap_or_else(|| "-".into()),
-                            health.lease_age.map(human).unwrap_or_else(|| "-".into()),
-                            if obs.unschedulable { "yes".into() } else { "no".into() },
-                            if obs.taints.is_empty() { "-".into() } else { obs.taints.join(",") },
-                        ]
-                    })
-                    .collect();
-                print_table(
-                    &["NAME", "READY", "NOT READY FOR", "LEASE AGE", "CORDONED", "TAINTS"],
-                    &rows,
-                );
+                let mut table = Table::new([
+                    "NAME",
+                    "READY",
+                    "NOT READY FOR",
+                    "LEASE AGE",
+                    "CORDONED",
+                    "TAINTS",
+                ]);
+                for (obs, health) in &report {
+                    table.row([
+                        obs.name.clone(),
+                        health.readiness.as_str().to_string(),
+                        health.not_ready_for.map(human).unwrap_or_else(|| "-".into()),
+                        health.lease_age.map(human).unwrap_or_else(|| "-".into()),
+                        if obs.unschedulable { "yes".into() } else { "no".into() },
+                        if obs.taints.is_empty() { "-".into() } else { obs.taints.join(",") },
+                    ]);
+                }
+                table.print("");
             }
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Prints left-aligned columns separated by two spaces.
-fn print_table<const N: usize>(header: &[&str; N], rows: &[[String; N]]) {
-    let mut widths = header.map(str::len);
-    for row in rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.len());
-        }
-    }
-    let line = |cells: Vec<&str>| {
-        let parts: Vec<String> =
-            cells.iter().zip(widths).map(|(c, w)| format!("{c:<w$}")).collect();
-        println!("{}", parts.join("  ").trim_end());
-    };
-    line(header.to_vec());
-    for row in rows {
-        line(row.iter().map(String::as_str).collect());
-    }
-}
-
-/// `95s` -> `1m35s`, `7260s` -> `2h1m`.
-fn human(d: jiff::SignedDuration) -> String {
-    let s = d.as_secs().max(0);
-    match s {
-        0..60 => format!("{s}s"),
-        60..3600 => format!("{}m{}s", s / 60, s % 60),
-        _ => format!("{}h{}m", s / 3600, (s % 3600) / 60),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::human;
-    use jiff::SignedDuration;
-
-    #[test]
-    fn human_durations() {
-        for (secs, want) in [(0, "0s"), (59, "59s"), (95, "1m35s"), (7260, "2h1m"), (-3, "0s")] {
-            assert_eq!(human(SignedDuration::from_secs(secs)), want);
-        }
-    }
 }

@@ -1,6 +1,9 @@
 //! The command line: `kube-remediator <command>`. Each command lives in its own module.
 
 mod cluster_info;
+mod plan;
+mod run;
+mod table;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -43,15 +46,23 @@ pub struct ConnectionArgs {
     #[arg(long, global = true)]
     pub context: Option<String>,
 
-    /// Give up on any single request to the API server after this many seconds.
+    /// Give up connecting to the API server, and (for one-shot commands such as `plan`) on
+    /// any single request, after this many seconds.
     #[arg(long, global = true, default_value_t = 10, value_name = "SECONDS")]
     pub request_timeout: u64,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run the operator: watch the cluster and carry out (Enforce) or record (DryRun) what
+    /// every RemediationPolicy decides.
+    Run(run::Args),
+    /// Print what every RemediationPolicy would do right now (read-only, one-shot).
+    Plan(plan::Args),
     /// Connect to the cluster and report its version and the health of every node.
     ClusterInfo(cluster_info::Args),
+    /// Print the RemediationPolicy CustomResourceDefinition (YAML), generated from the code.
+    Crd,
 }
 
 /// Parses the command line, runs the command, and turns its outcome into an exit code.
@@ -67,7 +78,13 @@ pub fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
+            Command::Run(args) => run::run(&cli.connection, args).await,
+            Command::Plan(args) => plan::run(&cli.connection, args).await,
             Command::ClusterInfo(args) => cluster_info::run(&cli.connection, args).await,
+            Command::Crd => {
+                print!("{}", crate::crd::crd_yaml());
+                Ok(ExitCode::SUCCESS)
+            }
         }
     });
     match result {
@@ -85,8 +102,19 @@ pub fn main() -> ExitCode {
 }
 
 impl ConnectionArgs {
-    /// Builds a client from the kubeconfig (or in-cluster configuration) these options name.
+    /// A client for long-running work: connections time out, reads do not (watches stay open
+    /// for minutes).
     pub async fn client(&self) -> Result<kube::Client> {
+        self.build_client(false).await
+    }
+
+    /// A client for one-shot commands: every request times out.
+    pub async fn one_shot_client(&self) -> Result<kube::Client> {
+        self.build_client(true).await
+    }
+
+    /// Builds a client from the kubeconfig (or in-cluster configuration) these options name.
+    async fn build_client(&self, read_timeout: bool) -> Result<kube::Client> {
         let options = KubeConfigOptions { context: self.context.clone(), ..Default::default() };
         let mut config = match &self.kubeconfig {
             Some(path) => {
@@ -103,7 +131,9 @@ impl ConnectionArgs {
         };
         let timeout = Duration::from_secs(self.request_timeout.max(1));
         config.connect_timeout = Some(timeout);
-        config.read_timeout = Some(timeout);
+        if read_timeout {
+            config.read_timeout = Some(timeout);
+        }
         kube::Client::try_from(config).map_err(Error::BuildClient)
     }
 }

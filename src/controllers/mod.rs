@@ -2,4 +2,6 @@
 //! the core's decisions to the writer.
 
 pub mod observe;
+pub mod policy;
 pub mod state;
+pub mod watch;

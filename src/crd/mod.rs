@@ -474,6 +474,9 @@ pub fn crd_yaml() -> String {
 }
 
 #[cfg(test)]
+mod generated;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

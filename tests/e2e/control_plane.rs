@@ -11,6 +11,7 @@ use libtest_mimic::Trial;
 use serde_json::json;
 
 use crate::e2e;
+use crate::fixtures::deployment;
 use crate::support::cluster::{DEFAULT_TOLERATION_SECONDS, NODE_MONITOR_GRACE_SECONDS};
 use crate::support::env::{HOSTNAME_LABEL, ZONE_LABEL};
 use crate::support::{TestEnv, holds_for, wait_for};
@@ -21,30 +22,6 @@ pub fn trials() -> Vec<Trial> {
         e2e!("cp-dead-node", dead_node_leaves_evicted_pods_terminating_until_revived),
         e2e!("cp-recreate-stuck", recreate_rollout_is_blocked_by_pod_on_dead_node),
     ]
-}
-
-/// A Deployment whose pods are confined to `node_selector`.
-fn deployment(
-    name: &str,
-    replicas: i32,
-    strategy: &str,
-    node_selector: serde_json::Value,
-) -> Result<Deployment> {
-    Ok(serde_json::from_value(json!({
-        "metadata": { "name": name },
-        "spec": {
-            "replicas": replicas,
-            "strategy": { "type": strategy },
-            "selector": { "matchLabels": { "app": name } },
-            "template": {
-                "metadata": { "labels": { "app": name } },
-                "spec": {
-                    "nodeSelector": node_selector,
-                    "containers": [{ "name": "app", "image": "registry.invalid/app:v1" }],
-                },
-            },
-        },
-    }))?)
 }
 
 async fn deployment_pods_are_scheduled_and_become_ready(env: &TestEnv) -> Result<()> {
@@ -188,6 +165,14 @@ async fn recreate_rollout_is_blocked_by_pod_on_dead_node(env: &TestEnv) -> Resul
     )
     .await?;
 
+    // The old ReplicaSet may briefly create (and the Recreate scale-down delete) a replacement
+    // with the old template; what must never appear is a pod of the new template.
+    let old_hash = pods[0]
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get("pod-template-hash").cloned())
+        .unwrap_or_default();
     holds_for(
         "no pod of the new ReplicaSet while the old pod is Terminating",
         Duration::from_secs(20),
@@ -195,15 +180,18 @@ async fn recreate_rollout_is_blocked_by_pod_on_dead_node(env: &TestEnv) -> Resul
             let pods = env.list_pods("app=legacy").await?;
             for p in &pods {
                 let name = p.metadata.name.clone().unwrap_or_default();
-                if name != old {
-                    bail!("a new pod {name} was created although the old one is still Terminating");
+                let hash = p.metadata.labels.as_ref().and_then(|l| l.get("pod-template-hash"));
+                if hash.map(String::as_str) != Some(old_hash.as_str()) {
+                    bail!(
+                        "pod {name} of the new template was created although {old} is Terminating"
+                    );
                 }
-                ensure!(
-                    p.metadata.deletion_timestamp.is_some(),
-                    "old pod {old} is no longer Terminating"
-                );
             }
-            ensure!(!pods.is_empty(), "old pod {old} disappeared");
+            let old_pod = pods.iter().find(|p| p.metadata.name.as_deref() == Some(old.as_str()));
+            ensure!(
+                old_pod.is_some_and(|p| p.metadata.deletion_timestamp.is_some()),
+                "old pod {old} is no longer Terminating"
+            );
             Ok(())
         },
     )

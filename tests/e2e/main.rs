@@ -8,6 +8,9 @@
 mod support;
 
 mod control_plane;
+mod fixtures;
+mod policy_validation;
+mod stuck_terminating;
 
 fn main() {
     let mut args = libtest_mimic::Arguments::from_args();
@@ -15,7 +18,11 @@ fn main() {
     if args.test_threads.is_none() {
         args.test_threads = Some(6);
     }
-    let trials: Vec<_> = [control_plane::trials()].into_iter().flatten().collect();
+    let trials: Vec<_> =
+        [control_plane::trials(), policy_validation::trials(), stuck_terminating::trials()]
+            .into_iter()
+            .flatten()
+            .collect();
     let conclusion = libtest_mimic::run(&args, trials);
     support::stop_shared_cluster();
     conclusion.exit();

@@ -66,6 +66,18 @@ pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// One audited request.
+#[derive(Clone, Debug)]
+pub struct AuditEntry {
+    pub user: String,
+    pub verb: String,
+    pub resource: String,
+    pub subresource: Option<String>,
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+    pub code: Option<i64>,
+}
+
 struct Proc {
     name: &'static str,
     child: Child,
@@ -76,6 +88,8 @@ pub struct Cluster {
     /// The run directory: logs, PKI, kubeconfig, audit log.
     pub dir: PathBuf,
     pub kubeconfig: PathBuf,
+    /// Kubeconfig of the operator's own identity ([`super::pki::OPERATOR_USER`]).
+    pub operator_kubeconfig: PathBuf,
     pub server: String,
     /// The API server's audit log (writes only, Metadata level), to prove who changed what.
     pub audit_log: PathBuf,
@@ -106,6 +120,8 @@ impl Cluster {
         let server = format!("https://127.0.0.1:{apiserver_port}");
         let kubeconfig = dir.join("kubeconfig");
         std::fs::write(&kubeconfig, pki.kubeconfig(&server))?;
+        let operator_kubeconfig = dir.join("operator.kubeconfig");
+        std::fs::write(&operator_kubeconfig, pki.operator_kubeconfig(&server))?;
         let audit_policy = dir.join("audit-policy.yaml");
         std::fs::write(&audit_policy, AUDIT_POLICY)?;
         let audit_log = dir.join("audit.log");
@@ -121,6 +137,7 @@ impl Cluster {
         let cluster = Cluster {
             dir: dir.to_path_buf(),
             kubeconfig: kubeconfig.clone(),
+            operator_kubeconfig,
             server: server.clone(),
             audit_log: audit_log.clone(),
             bin: bin.clone(),
@@ -267,6 +284,27 @@ impl Cluster {
         let config =
             kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
         Ok(kube::Client::try_from(config)?)
+    }
+
+    /// Every write the API server audited (Metadata level), oldest first.
+    pub fn audit_writes(&self) -> Result<Vec<AuditEntry>> {
+        let text = std::fs::read_to_string(&self.audit_log)?;
+        Ok(text
+            .lines()
+            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+            .map(|v| {
+                let s = |ptr: &str| v.pointer(ptr).and_then(|x| x.as_str()).map(str::to_string);
+                AuditEntry {
+                    user: s("/user/username").unwrap_or_default(),
+                    verb: s("/verb").unwrap_or_default(),
+                    resource: s("/objectRef/resource").unwrap_or_default(),
+                    subresource: s("/objectRef/subresource"),
+                    namespace: s("/objectRef/namespace"),
+                    name: s("/objectRef/name"),
+                    code: v.pointer("/responseStatus/code").and_then(|c| c.as_i64()),
+                }
+            })
+            .collect())
     }
 
     /// Fails when a component has exited, naming it and pointing at its log.

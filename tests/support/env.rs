@@ -11,6 +11,8 @@ use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
+use kube_remediator::crd::{RemediationPolicy, RemediationPolicyStatus};
+
 use super::cluster::ALIVE_LABEL;
 
 pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
@@ -152,6 +154,52 @@ impl TestEnv {
             },
         )
         .await
+    }
+
+    /// Creates this test's RemediationPolicy (named after the test, labelled for its operator)
+    /// after installing the CRD. Unless `spec` says otherwise, the policy selects only this
+    /// test's nodes and namespace, so tests running in parallel never see each other's pods.
+    pub async fn create_policy(&self, mut spec: serde_json::Value) -> Result<RemediationPolicy> {
+        super::crd::install_crd(&self.client).await?;
+        let scope = json!({ "matchLabels": { TEST_LABEL: self.name } });
+        if let Some(obj) = spec.as_object_mut() {
+            obj.entry("nodeSelector").or_insert_with(|| scope.clone());
+            obj.entry("namespaceSelector").or_insert_with(|| scope.clone());
+        }
+        let policy: RemediationPolicy = serde_json::from_value(json!({
+            "apiVersion": "remediator.io/v1alpha1",
+            "kind": "RemediationPolicy",
+            "metadata": { "name": self.name, "labels": { TEST_LABEL: self.name } },
+            "spec": spec,
+        }))?;
+        self.policies().create(&PostParams::default(), &policy).await.context("creating the policy")
+    }
+
+    pub fn policies(&self) -> Api<RemediationPolicy> {
+        Api::all(self.client.clone())
+    }
+
+    /// Waits until this test's policy status satisfies `check`.
+    pub async fn wait_policy<T>(
+        &self,
+        what: &str,
+        timeout: Duration,
+        check: impl Fn(&RemediationPolicyStatus) -> Option<T>,
+    ) -> Result<T> {
+        let api = self.policies();
+        let check = &check;
+        wait_for(what, timeout, || {
+            let api = api.clone();
+            async move { Ok(api.get(&self.name).await?.status.as_ref().and_then(check)) }
+        })
+        .await
+    }
+
+    /// Sets the node's `spec.unschedulable` (cordon / uncordon), as an admin would.
+    pub async fn set_unschedulable(&self, node: &str, unschedulable: bool) -> Result<()> {
+        let patch = json!({ "spec": { "unschedulable": unschedulable } });
+        self.nodes().patch(node, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+        Ok(())
     }
 
     /// Deletes the test's namespace and nodes (best effort; the cluster is thrown away anyway).

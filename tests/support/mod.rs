@@ -1,9 +1,12 @@
 //! Test support shared by the end-to-end tests and the demo: a real control plane on loopback
-//! ([`cluster`]), per-test isolation and waiting helpers ([`env`]), and the PKI ([`pki`]).
+//! ([`cluster`]), per-test isolation and waiting helpers ([`env`]), the PKI ([`pki`]), and the
+//! installation of the `RemediationPolicy` CRD ([`crd`]).
 #![allow(dead_code, unused_imports)]
 
 pub mod cluster;
+pub mod crd;
 pub mod env;
+pub mod operator;
 pub mod pki;
 
 use std::future::Future;
@@ -14,6 +17,7 @@ use std::sync::LazyLock;
 use anyhow::{Result, anyhow};
 
 pub use cluster::Cluster;
+pub use crd::install_crd;
 pub use env::{TestEnv, holds_for, wait_for};
 
 /// One runtime for the whole test binary; every test thread blocks on it.

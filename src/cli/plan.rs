@@ -1,0 +1,285 @@
+//! `kube-remediator plan`: what every policy would do right now, like `terraform plan`.
+//! One-shot and read-only: it lists the cluster once, runs the same planner as the operator and
+//! prints the decisions. It never writes anything.
+
+use std::process::ExitCode;
+
+use jiff::Timestamp;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolumeClaim, Pod};
+use kube::api::{Api, ListParams};
+use kube::{Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use serde_json::json;
+
+use super::ConnectionArgs;
+use super::table::{Table, human};
+use crate::controllers::observe::NODE_LEASE_NAMESPACE;
+use crate::controllers::state::{ClusterState, WatchedKind};
+use crate::core::{Action, Plan, Verdict, plan, validate};
+use crate::crd::RemediationPolicy;
+use crate::{Error, Result};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t = Output::Table)]
+    output: Output,
+
+    /// Only policies matching this label selector.
+    #[arg(long)]
+    policy_selector: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum Output {
+    Table,
+    Json,
+}
+
+/// One policy's result.
+struct PolicyPlan {
+    policy: RemediationPolicy,
+    outcome: std::result::Result<Plan, String>,
+}
+
+pub async fn run(conn: &ConnectionArgs, args: Args) -> Result<ExitCode> {
+    let client = conn.one_shot_client().await?;
+    let mut lp = ListParams::default();
+    if let Some(selector) = &args.policy_selector {
+        lp = lp.labels(selector);
+    }
+    let policies = match Api::<RemediationPolicy>::all(client.clone()).list(&lp).await {
+        Ok(list) => list.items,
+        Err(kube::Error::Api(s)) if s.code == 404 => return Err(Error::CrdMissing),
+        Err(source) => return Err(Error::List { kind: "remediationpolicies", source }),
+    };
+
+    let now = Timestamp::now();
+    let mut state = ClusterState::new();
+    load(&mut state, Api::<Node>::all(client.clone()), WatchedKind::Node, now, |s, n| {
+        s.apply_node(n);
+    })
+    .await?;
+    load(
+        &mut state,
+        Api::<Lease>::namespaced(client.clone(), NODE_LEASE_NAMESPACE),
+        WatchedKind::Lease,
+        now,
+        |s, l| {
+            let renewed = l.spec.as_ref().and_then(|s| s.renew_time.as_ref()).map(|t| t.0);
+            s.apply_lease(&l.name_any(), renewed, now);
+        },
+    )
+    .await?;
+    load(&mut state, Api::<Pod>::all(client.clone()), WatchedKind::Pod, now, |s, p| {
+        s.apply_pod(p);
+    })
+    .await?;
+    load(&mut state, Api::<Namespace>::all(client.clone()), WatchedKind::Namespace, now, |s, n| {
+        s.apply_namespace(n);
+    })
+    .await?;
+    load(
+        &mut state,
+        Api::<PersistentVolumeClaim>::all(client),
+        WatchedKind::PersistentVolumeClaim,
+        now,
+        |s, c| {
+            s.apply_claim(c);
+        },
+    )
+    .await?;
+
+    let mut plans = Vec::new();
+    for policy in policies {
+        let outcome = validate(&policy.spec).map_err(|e| e.reason).map(|validated| {
+            let mut observed = state.observe(now, Vec::new(), Default::default());
+            // A one-shot listing has no watch history: take the listed evidence at face value.
+            // The running operator additionally waits a full evidence window after it starts.
+            observed.watch_synced_at = Some(Timestamp::MIN);
+            plan(&observed, &validated, now)
+        });
+        plans.push(PolicyPlan { policy, outcome });
+    }
+
+    match args.output {
+        Output::Json => {
+            let doc: Vec<_> = plans.iter().map(|p| to_json(p, now)).collect();
+            println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+        }
+        Output::Table => print_tables(&plans, now),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Lists every object of a kind, page by page, into the state.
+async fn load<K>(
+    state: &mut ClusterState,
+    api: Api<K>,
+    kind: WatchedKind,
+    now: Timestamp,
+    mut apply: impl FnMut(&mut ClusterState, &K),
+) -> Result<()>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    state.list_started(kind);
+    let mut lp = ListParams::default().limit(500);
+    loop {
+        let page =
+            api.list(&lp).await.map_err(|source| Error::List { kind: kind.as_str(), source })?;
+        for obj in &page.items {
+            apply(state, obj);
+        }
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => lp = lp.continue_token(&token),
+            None => break,
+        }
+    }
+    state.list_done(kind, now);
+    Ok(())
+}
+
+fn to_json(p: &PolicyPlan, now: Timestamp) -> serde_json::Value {
+    let name = p.policy.name_any();
+    let mode = p.policy.spec.mode.as_str();
+    let plan = match &p.outcome {
+        Err(reason) => {
+            return json!({ "policy": name, "mode": mode, "valid": false, "invalidReason": reason });
+        }
+        Ok(plan) => plan,
+    };
+    let actions: Vec<_> = plan
+        .actions
+        .iter()
+        .map(|Action::ForceDelete(fd)| {
+            json!({
+                "action": "ForceDelete", "namespace": fd.namespace, "pod": fd.name, "uid": fd.uid,
+                "node": fd.node, "reason": fd.reason, "dueSince": fd.threshold.to_string(),
+            })
+        })
+        .collect();
+    let waiting: Vec<_> = plan
+        .decisions
+        .iter()
+        .filter_map(|d| match &d.verdict {
+            Verdict::Eligible => None,
+            Verdict::NotEligible(why) => Some(json!({
+                "namespace": d.namespace, "pod": d.name, "node": d.node,
+                "code": why.code(), "reason": why.to_string(),
+            })),
+        })
+        .collect();
+    let nodes: Vec<_> = plan
+        .nodes
+        .iter()
+        .filter(|n| n.state.as_str() != "Healthy")
+        .map(|n| {
+            json!({
+                "node": n.name, "state": n.state.as_str(), "why": n.why,
+                "fencedBy": n.fenced_by.map(|f| f.describe()),
+                "deadAt": n.dead_at.map(|t| t.to_string()),
+            })
+        })
+        .collect();
+    json!({
+        "policy": name,
+        "mode": mode,
+        "paused": p.policy.spec.paused,
+        "valid": true,
+        "evaluatedAt": now.to_string(),
+        "circuit": { "open": plan.circuit.open, "unhealthy": plan.circuit.unhealthy,
+                     "limit": plan.circuit.limit, "message": plan.circuit.message() },
+        "counts": { "matchedNodes": plan.counts.matched_nodes, "unhealthyNodes": plan.counts.unhealthy_nodes,
+                    "deadNodes": plan.counts.dead_nodes, "stuckPods": plan.counts.stuck_pods },
+        "actions": actions,
+        "notActing": waiting,
+        "unhealthyNodes": nodes,
+        "nextDeadline": plan.next_deadline.map(|t| t.to_string()),
+    })
+}
+
+fn print_tables(plans: &[PolicyPlan], now: Timestamp) {
+    if plans.is_empty() {
+        println!("No RemediationPolicy found: nothing would be done.");
+        return;
+    }
+    for (i, p) in plans.iter().enumerate() {
+        if i > 0 {
+            println!();
+        }
+        let name = p.policy.name_any();
+        let mode = p.policy.spec.mode.as_str();
+        let plan = match &p.outcome {
+            Err(reason) => {
+                println!("Policy {name} ({mode}): INVALID, not acted on: {reason}");
+                continue;
+            }
+            Ok(plan) => plan,
+        };
+        let paused = if p.policy.spec.paused { ", paused" } else { "" };
+        println!(
+            "Policy {name} ({mode}{paused}): {} nodes matched, {} unhealthy, {} dead; {} pods stuck Terminating",
+            plan.counts.matched_nodes,
+            plan.counts.unhealthy_nodes,
+            plan.counts.dead_nodes,
+            plan.counts.stuck_pods
+        );
+        println!(
+            "  circuit {}: {}",
+            if plan.circuit.open { "OPEN" } else { "closed" },
+            plan.circuit.message()
+        );
+
+        let unhealthy: Vec<_> =
+            plan.nodes.iter().filter(|n| n.state.as_str() != "Healthy").collect();
+        if !unhealthy.is_empty() {
+            let mut t = Table::new(["NODE", "STATE", "FENCED BY", "WHY"]);
+            for n in unhealthy {
+                t.row([
+                    n.name.clone(),
+                    n.state.as_str().to_string(),
+                    n.fenced_by.map(|f| f.describe().to_string()).unwrap_or_else(|| "-".into()),
+                    n.why.clone(),
+                ]);
+            }
+            t.print("  ");
+        }
+
+        let verb = if p.policy.spec.mode.as_str() == "DryRun" { "WOULD (DryRun)" } else { "WILL" };
+        if plan.actions.is_empty() {
+            println!("  no action now");
+        } else {
+            let mut t = Table::new(["ACTION", "POD", "NODE", "DUE FOR", "REASON"]);
+            for Action::ForceDelete(fd) in &plan.actions {
+                t.row([
+                    format!("{verb} ForceDelete"),
+                    format!("{}/{}", fd.namespace, fd.name),
+                    fd.node.clone(),
+                    human(now.duration_since(fd.threshold)),
+                    fd.reason.clone(),
+                ]);
+            }
+            t.print("  ");
+        }
+        let waiting: Vec<_> = plan
+            .decisions
+            .iter()
+            .filter_map(|d| match &d.verdict {
+                Verdict::NotEligible(why) => Some((d, why)),
+                Verdict::Eligible => None,
+            })
+            .collect();
+        if !waiting.is_empty() {
+            let mut t = Table::new(["NOT ACTING ON", "NODE", "WHY NOT"]);
+            for (d, why) in waiting {
+                t.row([format!("{}/{}", d.namespace, d.name), d.node.clone(), why.to_string()]);
+            }
+            t.print("  ");
+        }
+        if let Some(t) = plan.next_deadline {
+            println!("  next decision change in {} ({t})", human(t.duration_since(now)));
+        }
+    }
+}

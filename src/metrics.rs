@@ -1,0 +1,191 @@
+//! Prometheus metrics. Labels are bounded (policy, action, mode, result, node state, error
+//! category): never object names.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ActionLabels {
+    pub policy: String,
+    pub action: String,
+    pub mode: String,
+    pub result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DelayLabels {
+    pub policy: String,
+    pub action: String,
+    pub mode: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StuckLabels {
+    pub policy: String,
+    pub node_state: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PolicyLabels {
+    pub policy: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ErrorLabels {
+    pub category: String,
+}
+
+type DelayHistogram = Family<DelayLabels, Histogram, fn() -> Histogram>;
+
+/// Every metric the operator exports, registered once per process.
+pub struct Metrics {
+    registry: Registry,
+    /// Actions taken (Enforce) or recorded (DryRun), by result.
+    pub actions: Family<ActionLabels, Counter>,
+    /// Time from an action's threshold instant to the action.
+    pub action_delay: DelayHistogram,
+    /// Pods Terminating past their deletionTimestamp on the policy's nodes, by node state.
+    pub stuck_pods: Family<StuckLabels, Gauge>,
+    /// 1 while the policy's circuit breaker is open (too many unhealthy nodes).
+    pub circuit_open: Family<PolicyLabels, Gauge>,
+    /// 1 while the policy's spec is invalid.
+    pub policy_invalid: Family<PolicyLabels, Gauge>,
+    /// Reconcile failures by error category.
+    pub reconcile_errors: Family<ErrorLabels, Counter>,
+    /// Nodes and Terminating pods in the operator's compact cache.
+    pub cached_nodes: Gauge,
+    pub cached_terminating_pods: Gauge,
+    /// Whether every watch has completed its initial list (1) or not (0).
+    pub caches_synced: Gauge,
+}
+
+fn delay_histogram() -> Histogram {
+    Histogram::new([0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0])
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("kube_remediator");
+        let m = Metrics {
+            actions: Family::default(),
+            action_delay: Family::new_with_constructor(delay_histogram as fn() -> Histogram),
+            stuck_pods: Family::default(),
+            circuit_open: Family::default(),
+            policy_invalid: Family::default(),
+            reconcile_errors: Family::default(),
+            cached_nodes: Gauge::default(),
+            cached_terminating_pods: Gauge::default(),
+            caches_synced: Gauge::default(),
+            registry: Registry::default(),
+        };
+        registry.register(
+            "actions",
+            "Remediation actions by policy, action, mode (DryRun records, Enforce acts) and result",
+            m.actions.clone(),
+        );
+        registry.register(
+            "action_delay_seconds",
+            "Seconds from the instant an action became due (its threshold) to the action",
+            m.action_delay.clone(),
+        );
+        registry.register(
+            "stuck_terminating_pods",
+            "Pods Terminating past their deletionTimestamp on a policy's nodes, by node state",
+            m.stuck_pods.clone(),
+        );
+        registry.register(
+            "circuit_open",
+            "1 while a policy takes no destructive action because too many nodes are unhealthy",
+            m.circuit_open.clone(),
+        );
+        registry.register(
+            "policy_invalid",
+            "1 while a policy's spec is invalid",
+            m.policy_invalid.clone(),
+        );
+        registry.register(
+            "reconcile_errors",
+            "Reconcile failures by error category",
+            m.reconcile_errors.clone(),
+        );
+        registry.register(
+            "cached_nodes",
+            "Nodes in the operator's compact cache",
+            m.cached_nodes.clone(),
+        );
+        registry.register(
+            "cached_terminating_pods",
+            "Terminating pods in the operator's compact cache",
+            m.cached_terminating_pods.clone(),
+        );
+        registry.register(
+            "caches_synced",
+            "1 once every watch has completed its initial list",
+            m.caches_synced.clone(),
+        );
+        Metrics { registry, ..m }
+    }
+
+    /// The OpenMetrics text exposition of every metric.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+
+    /// Drops every series of a policy that no longer exists.
+    pub fn forget_policy(&self, policy: &str) {
+        self.circuit_open.remove(&PolicyLabels { policy: policy.to_string() });
+        self.policy_invalid.remove(&PolicyLabels { policy: policy.to_string() });
+        for state in ["Healthy", "Unhealthy", "Dead"] {
+            self.stuck_pods
+                .remove(&StuckLabels { policy: policy.to_string(), node_state: state.to_string() });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encodes_labelled_series_with_prefix() {
+        let m = Metrics::new();
+        m.actions
+            .get_or_create(&ActionLabels {
+                policy: "p".into(),
+                action: "ForceDelete".into(),
+                mode: "DryRun".into(),
+                result: "WouldAct".into(),
+            })
+            .inc();
+        m.action_delay
+            .get_or_create(&DelayLabels {
+                policy: "p".into(),
+                action: "ForceDelete".into(),
+                mode: "DryRun".into(),
+            })
+            .observe(0.03);
+        let text = m.encode();
+        assert!(
+            text.contains(
+                r#"kube_remediator_actions_total{policy="p",action="ForceDelete",mode="DryRun",result="WouldAct"} 1"#
+            ),
+            "{text}"
+        );
+        assert!(text.contains("kube_remediator_action_delay_seconds_bucket"), "{text}");
+        assert!(text.contains("# EOF"), "{text}");
+    }
+}

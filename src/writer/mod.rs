@@ -1,0 +1,304 @@
+//! The one writer: the only module that sends mutations to the API server (pod deletions,
+//! policy status, Events). It is also where DryRun turns an action into a record instead of a
+//! request: in DryRun nothing here deletes or patches a pod or a node.
+
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::{Client, Resource, ResourceExt};
+use tracing::{info, warn};
+
+use crate::core::{Action, ForceDelete};
+use crate::crd::{
+    ActionKind, ActionResult, Mode, RecentAction, RemediationPolicy, RemediationPolicyStatus,
+};
+use crate::metrics::{ActionLabels, DelayLabels, Metrics};
+use crate::{Error, Result};
+
+/// The name Events are reported under.
+pub const CONTROLLER_NAME: &str = "kube-remediator";
+/// Field manager for status patches.
+pub const FIELD_MANAGER: &str = "kube-remediator";
+
+#[derive(Clone)]
+pub struct Writer {
+    client: Client,
+    recorder: Recorder,
+    metrics: Arc<Metrics>,
+}
+
+/// What happened to one planned action.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    pub record: RecentAction,
+    /// Whether the pod may be considered handled (Done, WouldAct, or gone by itself).
+    pub handled: bool,
+}
+
+impl Writer {
+    /// `instance` names this replica in Events (e.g. the pod name).
+    pub fn new(client: Client, metrics: Arc<Metrics>, instance: Option<String>) -> Self {
+        let reporter = Reporter { controller: CONTROLLER_NAME.into(), instance };
+        Writer { recorder: Recorder::new(client.clone(), reporter), client, metrics }
+    }
+
+    /// Carries out (Enforce) or records (DryRun) a plan's actions, oldest threshold first.
+    /// Every action leaves an Event on its pod, a log line, a metric and a status record; one
+    /// Event on the policy sums up the batch.
+    pub async fn execute(
+        &self,
+        policy: &RemediationPolicy,
+        mode: Mode,
+        actions: &[Action],
+        now: impl Fn() -> Timestamp,
+    ) -> Vec<Outcome> {
+        let policy_name = policy.name_any();
+        let mut outcomes = Vec::with_capacity(actions.len());
+        for action in actions {
+            let Action::ForceDelete(fd) = action;
+            let (result, detail) = match mode {
+                Mode::DryRun => (ActionResult::WouldAct, None),
+                Mode::Enforce => self.force_delete(fd).await,
+            };
+            let at = now();
+            self.account(&policy_name, mode, action.kind(), result, fd.threshold, at);
+            self.pod_event(&policy_name, mode, fd, result, detail.as_deref()).await;
+            let fields = (fd.namespace.as_str(), fd.name.as_str(), fd.node.as_str());
+            match result {
+                ActionResult::Failed => warn!(
+                    policy = %policy_name, mode = mode.as_str(), action = "ForceDelete",
+                    result = result.as_str(), namespace = fields.0, pod = fields.1, node = fields.2,
+                    reason = %fd.reason, detail = detail.as_deref().unwrap_or(""), "action failed"
+                ),
+                _ => info!(
+                    policy = %policy_name, mode = mode.as_str(), action = "ForceDelete",
+                    result = result.as_str(), namespace = fields.0, pod = fields.1, node = fields.2,
+                    reason = %fd.reason, detail = detail.as_deref().unwrap_or(""),
+                    "{}", if mode == Mode::DryRun { "would force-delete pod" } else { "force-delete pod" }
+                ),
+            }
+            outcomes.push(Outcome {
+                handled: result != ActionResult::Failed,
+                record: RecentAction {
+                    time: Time(at),
+                    action: ActionKind::ForceDelete,
+                    mode,
+                    namespace: fd.namespace.clone(),
+                    name: fd.name.clone(),
+                    uid: fd.uid.clone(),
+                    node: fd.node.clone(),
+                    owner: fd.owner.as_ref().map(|o| format!("{}/{}", o.kind, o.name)),
+                    reason: fd.reason.clone(),
+                    result,
+                    detail,
+                },
+            });
+        }
+        if !outcomes.is_empty() {
+            self.policy_batch_event(policy, mode, &outcomes).await;
+        }
+        outcomes
+    }
+
+    /// Re-reads the pod and its node, then DELETEs with grace 0 and a UID precondition.
+    async fn force_delete(&self, fd: &ForceDelete) -> (ActionResult, Option<String>) {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &fd.namespace);
+        let fresh = match pods.get_opt(&fd.name).await {
+            Ok(Some(pod)) => pod,
+            Ok(None) => return (ActionResult::Skipped, Some("pod already gone".into())),
+            Err(e) => return (ActionResult::Failed, Some(format!("re-reading the pod: {e}"))),
+        };
+        if fresh.metadata.uid.as_deref() != Some(fd.uid.as_str()) {
+            return (
+                ActionResult::Skipped,
+                Some("a new pod with the same name replaced it; left alone".into()),
+            );
+        }
+        if fresh.metadata.deletion_timestamp.is_none() {
+            return (ActionResult::Skipped, Some("pod is no longer Terminating".into()));
+        }
+        let fresh_node = fresh.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
+        if fresh_node != fd.node {
+            return (ActionResult::Skipped, Some(format!("pod moved to node {fresh_node:?}")));
+        }
+        match Api::<Node>::all(self.client.clone()).get_opt(&fd.node).await {
+            Ok(Some(node)) if node_is_ready(&node) => {
+                return (ActionResult::Skipped, Some("node is Ready again; left alone".into()));
+            }
+            Ok(_) => {}
+            Err(e) => return (ActionResult::Failed, Some(format!("re-reading the node: {e}"))),
+        }
+        let params = DeleteParams {
+            grace_period_seconds: Some(0),
+            preconditions: Some(Preconditions {
+                uid: Some(fd.uid.clone()),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match pods.delete(&fd.name, &params).await {
+            Ok(_) => (ActionResult::Done, None),
+            Err(kube::Error::Api(s)) if s.code == 404 => {
+                (ActionResult::Skipped, Some("pod already gone".into()))
+            }
+            Err(kube::Error::Api(s)) if s.code == 409 => (
+                ActionResult::Skipped,
+                Some(format!("UID precondition failed, the pod was replaced: {}", s.message)),
+            ),
+            Err(e) => {
+                let err = Error::DeletePod {
+                    namespace: fd.namespace.clone(),
+                    name: fd.name.clone(),
+                    source: e,
+                };
+                (ActionResult::Failed, Some(err.to_string()))
+            }
+        }
+    }
+
+    fn account(
+        &self,
+        policy: &str,
+        mode: Mode,
+        action: ActionKind,
+        result: ActionResult,
+        threshold: Timestamp,
+        at: Timestamp,
+    ) {
+        self.metrics
+            .actions
+            .get_or_create(&ActionLabels {
+                policy: policy.to_string(),
+                action: action.as_str().to_string(),
+                mode: mode.as_str().to_string(),
+                result: result.as_str().to_string(),
+            })
+            .inc();
+        if matches!(result, ActionResult::Done | ActionResult::WouldAct) {
+            let delay = at.duration_since(threshold).as_secs_f64().max(0.0);
+            self.metrics
+                .action_delay
+                .get_or_create(&DelayLabels {
+                    policy: policy.to_string(),
+                    action: action.as_str().to_string(),
+                    mode: mode.as_str().to_string(),
+                })
+                .observe(delay);
+        }
+    }
+
+    async fn pod_event(
+        &self,
+        policy: &str,
+        mode: Mode,
+        fd: &ForceDelete,
+        result: ActionResult,
+        detail: Option<&str>,
+    ) {
+        let reason = match (mode, result) {
+            (Mode::DryRun, _) => "WouldForceDelete",
+            (Mode::Enforce, ActionResult::Done) => "ForceDeleted",
+            (Mode::Enforce, ActionResult::Failed) => "ForceDeleteFailed",
+            (Mode::Enforce, _) => "ForceDeleteSkipped",
+        };
+        let mut note = format!("[{}] policy {policy}: {}", mode.as_str(), fd.reason);
+        if let Some(detail) = detail {
+            note.push_str(&format!(" ({detail})"));
+        }
+        let reference = ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Pod".into()),
+            namespace: Some(fd.namespace.clone()),
+            name: Some(fd.name.clone()),
+            uid: Some(fd.uid.clone()),
+            ..ObjectReference::default()
+        };
+        self.event(&reference, EventType::Warning, reason, "ForceDelete", note).await;
+    }
+
+    async fn policy_batch_event(
+        &self,
+        policy: &RemediationPolicy,
+        mode: Mode,
+        outcomes: &[Outcome],
+    ) {
+        let list: Vec<String> = outcomes
+            .iter()
+            .map(|o| {
+                format!("{}/{} ({})", o.record.namespace, o.record.name, o.record.result.as_str())
+            })
+            .collect();
+        let (reason, verb) = match mode {
+            Mode::DryRun => ("WouldForceDelete", "would force-delete"),
+            Mode::Enforce => ("ForceDeleted", "force-deleted"),
+        };
+        let note = format!("[{}] {verb} {} pod(s): {}", mode.as_str(), list.len(), list.join(", "));
+        self.policy_event(policy, EventType::Warning, reason, "ForceDelete", note).await;
+    }
+
+    /// Publishes an Event on the policy.
+    pub async fn policy_event(
+        &self,
+        policy: &RemediationPolicy,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
+        let reference = policy.object_ref(&());
+        self.event(&reference, type_, reason, action, note).await;
+    }
+
+    async fn event(
+        &self,
+        reference: &ObjectReference,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        mut note: String,
+    ) {
+        // The Events API limits notes to 1 kB.
+        if note.len() > 1000 {
+            let mut cut = 990;
+            while !note.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            note.truncate(cut);
+            note.push_str(" …");
+        }
+        let event = Event {
+            type_,
+            reason: reason.into(),
+            note: Some(note),
+            action: action.into(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&event, reference).await {
+            warn!(error = %e, reason, "cannot publish Event");
+        }
+    }
+
+    /// Writes a policy's status (merge patch of the status subresource).
+    pub async fn patch_status(&self, name: &str, status: &RemediationPolicyStatus) -> Result<()> {
+        let api: Api<RemediationPolicy> = Api::all(self.client.clone());
+        let patch = serde_json::json!({ "status": status });
+        let params =
+            PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
+        api.patch_status(name, &params, &Patch::Merge(&patch))
+            .await
+            .map_err(|source| Error::PatchStatus { name: name.to_string(), source })?;
+        Ok(())
+    }
+}
+
+/// Whether the Node's Ready condition is True.
+fn node_is_ready(node: &Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}

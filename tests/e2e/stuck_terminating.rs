@@ -1,0 +1,525 @@
+//! Field incident 1 with the operator: pods stuck Terminating on dead nodes are force-deleted
+//! (Enforce) or recorded (DryRun) once the policy's thresholds pass, never before, never
+//! outside the policy's scope, never without fencing where it is required, and never while too
+//! many nodes are unhealthy.
+
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail, ensure};
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use libtest_mimic::Trial;
+use serde_json::json;
+
+use crate::e2e;
+use crate::fixtures::{bare_pod, deployment, stateful_set};
+use crate::support::cluster::AuditEntry;
+use crate::support::env::{HOSTNAME_LABEL, TEST_LABEL, ZONE_LABEL, node_ready_status};
+use crate::support::operator::{Operator, binary};
+use crate::support::pki::OPERATOR_USER;
+use crate::support::{TestEnv, holds_for, shared_cluster, wait_for};
+
+pub fn trials() -> Vec<Trial> {
+    vec![
+        e2e!("st-enforce", enforce_force_deletes_after_the_delay_and_not_before),
+        e2e!("st-node-returns", pods_of_a_node_that_returns_are_left_alone),
+        e2e!("st-dry-run", dry_run_records_without_mutating_then_enforce_acts),
+        e2e!("st-statefulset-fencing", statefulset_pod_needs_fencing_and_replacement_is_spared),
+        e2e!("st-scope", excluded_daemonset_and_unselected_pods_are_untouched),
+        e2e!("st-circuit", circuit_breaker_blocks_deletions_when_too_many_nodes_die),
+    ]
+}
+
+const NOT_READY_FOR: i64 = 10;
+const LEASE_STALE_FOR: i64 = 40;
+const DELAY: i64 = 5;
+
+/// The policy spec the tests start from: short windows, the test's own scope.
+fn policy_spec(mode: &str) -> serde_json::Value {
+    json!({
+        "mode": mode,
+        "deadNode": { "notReadyFor": format!("{NOT_READY_FOR}s"), "leaseStaleFor": format!("{LEASE_STALE_FOR}s") },
+        "stuckTerminating": { "delayAfterGrace": format!("{DELAY}s") },
+        "safety": { "maxUnhealthyNodes": 2, "rateLimit": { "actionsPerMinute": 60 } },
+    })
+}
+
+/// Waits until the pod is Terminating; returns it.
+async fn wait_terminating(env: &TestEnv, name: &str) -> Result<Pod> {
+    let pods = env.pods();
+    wait_for(&format!("pod {name} to be Terminating"), Duration::from_secs(60), || {
+        let pods = pods.clone();
+        async move { Ok(pods.get_opt(name).await?.filter(|p| p.metadata.deletion_timestamp.is_some())) }
+    })
+    .await
+}
+
+/// When the policy makes a pod on a node killed after the operator synced due: the node is
+/// dead once NotReady for `notReadyFor` and its Lease stale for `leaseStaleFor`, and the pod
+/// is due `delayAfterGrace` after its deletionTimestamp. Read from the same objects the
+/// operator sees; waits until the node is Unknown first.
+async fn due_instant(env: &TestEnv, node: &str, pod: &Pod) -> Result<Timestamp> {
+    let n = env.wait_node_ready(node, "Unknown").await?;
+    let transition = n
+        .status
+        .and_then(|s| s.conditions)
+        .and_then(|cs| cs.into_iter().find(|c| c.type_ == "Ready"))
+        .and_then(|c| c.last_transition_time)
+        .context("Ready condition without lastTransitionTime")?
+        .0;
+    let lease = Api::<Lease>::namespaced(env.client.clone(), "kube-node-lease").get(node).await?;
+    let renewed = lease.spec.and_then(|s| s.renew_time).context("lease without renewTime")?.0;
+    let deletion = pod.metadata.deletion_timestamp.as_ref().context("pod not Terminating")?.0;
+    let dead = (transition + SignedDuration::from_secs(NOT_READY_FOR))
+        .max(renewed + SignedDuration::from_secs(LEASE_STALE_FOR));
+    Ok(dead.max(deletion + SignedDuration::from_secs(DELAY)))
+}
+
+fn until(t: Timestamp) -> Duration {
+    Duration::try_from(t.duration_since(Timestamp::now())).unwrap_or_default()
+}
+
+/// Asserts the pod keeps its UID until shortly before `due`.
+async fn still_there_until(env: &TestEnv, name: &str, uid: &str, due: Timestamp) -> Result<()> {
+    let window = until(due).saturating_sub(Duration::from_millis(1500));
+    holds_for(&format!("pod {name} to be left alone before it is due"), window, || async {
+        match env.pods().get_opt(name).await? {
+            Some(p) if p.metadata.uid.as_deref() == Some(uid) => Ok(()),
+            _ => bail!("pod {name} was deleted before {due}"),
+        }
+    })
+    .await
+}
+
+/// Waits until the pod with this UID is gone.
+async fn wait_gone(env: &TestEnv, name: &str, uid: &str, timeout: Duration) -> Result<()> {
+    let pods = env.pods();
+    wait_for(&format!("pod {name} ({uid}) to be gone"), timeout, || {
+        let pods = pods.clone();
+        async move {
+            let p = pods.get_opt(name).await?;
+            Ok((p.and_then(|p| p.metadata.uid).as_deref() != Some(uid)).then_some(()))
+        }
+    })
+    .await
+}
+
+/// The operator's writes to pods or nodes of this test (Events and its policy status excluded).
+async fn operator_mutations(env: &TestEnv) -> Result<Vec<AuditEntry>> {
+    let cluster = shared_cluster().await?;
+    let prefix = format!("{}-", env.name);
+    Ok(cluster
+        .audit_writes()?
+        .into_iter()
+        .filter(|e| e.user == OPERATOR_USER)
+        .filter(|e| match e.resource.as_str() {
+            "pods" => e
+                .namespace
+                .as_deref()
+                .is_some_and(|ns| ns == env.namespace || ns.starts_with(&prefix)),
+            "nodes" => e.name.as_deref().is_some_and(|n| n.starts_with(&prefix)),
+            _ => false,
+        })
+        .collect())
+}
+
+/// Events in the test namespace about `pod` with `reason`.
+async fn pod_events(env: &TestEnv, pod: &str, reason: &str) -> Result<Vec<Event>> {
+    let events: Api<Event> = env.api();
+    Ok(events
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(pod)
+                && e.reason.as_deref() == Some(reason)
+        })
+        .collect())
+}
+
+/// Runs `kube-remediator plan` with the admin kubeconfig for this test's policy.
+async fn run_plan(env: &TestEnv, json_output: bool) -> Result<String> {
+    let cluster = shared_cluster().await?;
+    let mut cmd = Command::new(binary());
+    cmd.arg("plan")
+        .arg("--kubeconfig")
+        .arg(&cluster.kubeconfig)
+        .arg("--policy-selector")
+        .arg(format!("{TEST_LABEL}={}", env.name));
+    if json_output {
+        cmd.args(["-o", "json"]);
+    }
+    let out = tokio::task::spawn_blocking(move || cmd.output()).await??;
+    ensure!(out.status.success(), "plan failed: {}", String::from_utf8_lossy(&out.stderr));
+    Ok(String::from_utf8(out.stdout)?)
+}
+
+/// Creates a Deployment of one pod on `node` and returns the running pod.
+async fn one_pod_on(env: &TestEnv, app: &str, node: &str) -> Result<Pod> {
+    let d = deployment(app, 1, "Recreate", json!({ HOSTNAME_LABEL: node }))?;
+    env.api::<Deployment>().create(&PostParams::default(), &d).await?;
+    Ok(env.wait_pods_ready(&format!("app={app}"), 1).await?.remove(0))
+}
+
+/// One pod of a Deployment on a node that was killed, with the operator running.
+struct Scenario {
+    operator: Operator,
+    victim: String,
+    pod_name: String,
+    pod_uid: String,
+    /// When the policy makes the pod due.
+    due: Timestamp,
+}
+
+/// Creates a node `<test>-<suffix>`, this test's policy in `mode` and its operator, a pod on
+/// the node; kills the node and waits until the pod is Terminating.
+async fn one_pod_on_a_dying_node(env: &TestEnv, suffix: &str, mode: &str) -> Result<Scenario> {
+    let cluster = shared_cluster().await?;
+    let victim = env.add_node(suffix).await?;
+    env.create_policy(policy_spec(mode)).await?;
+    let operator = Operator::start(cluster, env).await?;
+    let pod = one_pod_on(env, "api", &victim).await?;
+    let (pod_name, pod_uid) = (name(&pod), uid(&pod));
+    env.kill_node(&victim).await?;
+    let terminating = wait_terminating(env, &pod_name).await?;
+    let due = due_instant(env, &victim, &terminating).await?;
+    Ok(Scenario { operator, victim, pod_name, pod_uid, due })
+}
+
+fn uid(pod: &Pod) -> String {
+    pod.metadata.uid.clone().unwrap_or_default()
+}
+
+fn name(pod: &Pod) -> String {
+    pod.metadata.name.clone().unwrap_or_default()
+}
+
+async fn enforce_force_deletes_after_the_delay_and_not_before(env: &TestEnv) -> Result<()> {
+    let Scenario { operator: op, victim, pod_name, pod_uid, due } =
+        one_pod_on_a_dying_node(env, "victim", "Enforce").await?;
+    still_there_until(env, &pod_name, &pod_uid, due).await?;
+    wait_gone(env, &pod_name, &pod_uid, until(due) + Duration::from_secs(10)).await?;
+    eprintln!(
+        "[st-enforce] force-deleted {:.2}s after its due instant",
+        Timestamp::now().duration_since(due).as_secs_f64()
+    );
+
+    // Exactly one DELETE by the operator, and the record everywhere.
+    let writes = operator_mutations(env).await?;
+    let deletes: Vec<_> = writes
+        .iter()
+        .filter(|w| w.verb == "delete" && w.name.as_deref() == Some(&pod_name))
+        .collect();
+    ensure!(
+        deletes.len() == 1,
+        "expected one DELETE of {pod_name} by the operator, got {writes:?}"
+    );
+    ensure!(writes.len() == 1, "the operator wrote more than the DELETE: {writes:?}");
+    let status = env
+        .wait_policy("a Done record in the policy status", Duration::from_secs(10), |s| {
+            s.recent_actions
+                .iter()
+                .find(|a| a.uid == pod_uid && a.result.as_str() == "Done")
+                .cloned()
+        })
+        .await?;
+    ensure!(
+        status.mode.as_str() == "Enforce" && status.node == victim,
+        "unexpected record {status:?}"
+    );
+    ensure!(
+        !pod_events(env, &pod_name, "ForceDeleted").await?.is_empty(),
+        "no ForceDeleted Event on the pod"
+    );
+    let done = op
+        .metric(
+            "kube_remediator_actions_total",
+            &[("policy", &env.name), ("mode", "Enforce"), ("result", "Done")],
+        )
+        .await?;
+    ensure!(done == Some(1.0), "actions_total{{Enforce,Done}} = {done:?}");
+    let delays =
+        op.metric("kube_remediator_action_delay_seconds_count", &[("policy", &env.name)]).await?;
+    ensure!(delays == Some(1.0), "action_delay_seconds_count = {delays:?}");
+    Ok(())
+}
+
+async fn pods_of_a_node_that_returns_are_left_alone(env: &TestEnv) -> Result<()> {
+    let Scenario { operator: _op, victim, pod_name, pod_uid, due } =
+        one_pod_on_a_dying_node(env, "blip", "Enforce").await?;
+    ensure!(until(due) > Duration::from_secs(5), "too late to revive the node before it is due");
+    env.revive_node(&victim).await?;
+    env.wait_node_ready(&victim, "True").await?;
+    // The revived kubelet (kwok) finishes the pod itself.
+    wait_gone(env, &pod_name, &pod_uid, Duration::from_secs(30)).await?;
+    // Until past the instant it would have been due, the operator writes nothing.
+    holds_for(
+        "the operator to leave the revived node's pods alone",
+        until(due) + Duration::from_secs(2),
+        || async {
+            let writes = operator_mutations(env).await?;
+            ensure!(writes.is_empty(), "the operator mutated pods or nodes: {writes:?}");
+            Ok(())
+        },
+    )
+    .await?;
+    let status = env.policies().get(&env.name).await?.status.unwrap_or_default();
+    ensure!(status.recent_actions.is_empty(), "unexpected actions {:?}", status.recent_actions);
+    Ok(())
+}
+
+async fn dry_run_records_without_mutating_then_enforce_acts(env: &TestEnv) -> Result<()> {
+    let Scenario { operator: op, victim: _, pod_name, pod_uid, due } =
+        one_pod_on_a_dying_node(env, "victim", "DryRun").await?;
+    let record = env
+        .wait_policy(
+            "a WouldAct record in the policy status",
+            until(due) + Duration::from_secs(10),
+            |s| s.recent_actions.iter().find(|a| a.uid == pod_uid).cloned(),
+        )
+        .await?;
+    ensure!(record.result.as_str() == "WouldAct" && record.mode.as_str() == "DryRun", "{record:?}");
+    // Status times have a resolution of one second.
+    ensure!(
+        record.time.0.as_second() >= due.as_second(),
+        "recorded at {} before the due instant {due}",
+        record.time.0
+    );
+
+    // Nothing mutated: the pod is still there, and the audit log has no write by the operator.
+    holds_for("the pod to stay untouched in DryRun", Duration::from_secs(3), || async {
+        let p = env.pods().get_opt(&pod_name).await?;
+        ensure!(
+            p.as_ref().map(uid).as_deref() == Some(pod_uid.as_str()),
+            "pod {pod_name} changed or vanished"
+        );
+        Ok(())
+    })
+    .await?;
+    let writes = operator_mutations(env).await?;
+    ensure!(writes.is_empty(), "DryRun mutated pods or nodes: {writes:?}");
+    ensure!(
+        !pod_events(env, &pod_name, "WouldForceDelete").await?.is_empty(),
+        "no WouldForceDelete Event"
+    );
+    let would = op
+        .metric(
+            "kube_remediator_actions_total",
+            &[("policy", &env.name), ("mode", "DryRun"), ("result", "WouldAct")],
+        )
+        .await?;
+    ensure!(would == Some(1.0), "actions_total{{DryRun,WouldAct}} = {would:?}");
+
+    // `plan` shows the same decision.
+    let plan: serde_json::Value = serde_json::from_str(&run_plan(env, true).await?)?;
+    let actions = plan[0]["actions"].as_array().cloned().unwrap_or_default();
+    ensure!(
+        actions.iter().any(|a| a["pod"] == pod_name.as_str() && a["action"] == "ForceDelete"),
+        "plan -o json lacks the action: {plan:#}"
+    );
+    ensure!(plan[0]["mode"] == "DryRun" && plan[0]["circuit"]["open"] == false, "{plan:#}");
+    let table = run_plan(env, false).await?;
+    ensure!(
+        table.lines().any(|l| l.contains("WOULD (DryRun) ForceDelete") && l.contains(&pod_name)),
+        "plan table lacks the action:\n{table}"
+    );
+
+    // Flip to Enforce: the pod goes within a couple of seconds.
+    let flipped = std::time::Instant::now();
+    let patch = json!({ "spec": { "mode": "Enforce" } });
+    env.policies().patch(&env.name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    wait_gone(env, &pod_name, &pod_uid, Duration::from_secs(5)).await?;
+    eprintln!("[st-dry-run] Enforce acted {:.2}s after the flip", flipped.elapsed().as_secs_f64());
+    Ok(())
+}
+
+async fn statefulset_pod_needs_fencing_and_replacement_is_spared(env: &TestEnv) -> Result<()> {
+    let cluster = shared_cluster().await?;
+    let victim = env.add_node("victim").await?;
+    env.create_policy(policy_spec("Enforce")).await?;
+    let _op = Operator::start(cluster, env).await?;
+    // Land web-0 on the victim: cordon the healthy node while it is scheduled.
+    env.set_unschedulable(&env.healthy_node, true).await?;
+    let sts = stateful_set("web", 1, json!({ ZONE_LABEL: env.zone }))?;
+    env.api::<StatefulSet>().create(&PostParams::default(), &sts).await?;
+    let pod = env.wait_pods_ready("app=web", 1).await?.remove(0);
+    env.set_unschedulable(&env.healthy_node, false).await?;
+    ensure!(
+        pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(victim.as_str()),
+        "web-0 not on {victim}"
+    );
+    let old_uid = uid(&pod);
+
+    env.kill_node(&victim).await?;
+    let terminating = wait_terminating(env, "web-0").await?;
+    let due = due_instant(env, &victim, &terminating).await?;
+    // Without fencing evidence the pod stays, past its due instant.
+    still_there_until(env, "web-0", &old_uid, due + SignedDuration::from_secs(5)).await?;
+    let plan: serde_json::Value = serde_json::from_str(&run_plan(env, true).await?)?;
+    let waiting = plan[0]["notActing"].as_array().cloned().unwrap_or_default();
+    ensure!(
+        waiting.iter().any(|w| w["pod"] == "web-0" && w["code"] == "NeedsFencing"),
+        "plan does not say web-0 needs fencing: {plan:#}"
+    );
+
+    // Fencing evidence: the admin marks the node out of service.
+    let patch = json!({ "spec": { "taints": [
+        { "key": "node.kubernetes.io/out-of-service", "value": "nodeshutdown", "effect": "NoExecute" },
+        { "key": "node.kubernetes.io/unreachable", "effect": "NoExecute" },
+        { "key": "node.kubernetes.io/unreachable", "effect": "NoSchedule" },
+    ]}});
+    env.nodes().patch(&victim, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    wait_gone(env, "web-0", &old_uid, Duration::from_secs(10)).await?;
+
+    // The StatefulSet recreates web-0 on the healthy node; the operator never touches it.
+    let replacement = env.wait_pods_ready("app=web", 1).await?.remove(0);
+    let new_uid = uid(&replacement);
+    ensure!(new_uid != old_uid, "web-0 was not replaced");
+    holds_for("the replacement web-0 to be left alone", Duration::from_secs(5), || async {
+        let p = env.pods().get_opt("web-0").await?.context("web-0 vanished")?;
+        ensure!(
+            uid(&p) == new_uid && p.metadata.deletion_timestamp.is_none(),
+            "replacement web-0 touched"
+        );
+        Ok(())
+    })
+    .await?;
+    let deletes: Vec<_> =
+        operator_mutations(env).await?.into_iter().filter(|w| w.verb == "delete").collect();
+    ensure!(deletes.len() == 1, "expected exactly one DELETE by the operator: {deletes:?}");
+    Ok(())
+}
+
+async fn excluded_daemonset_and_unselected_pods_are_untouched(env: &TestEnv) -> Result<()> {
+    let cluster = shared_cluster().await?;
+    let victim = env.add_node("victim").await?;
+    let mut spec = policy_spec("Enforce");
+    spec["podSelector"] = json!({ "matchExpressions": [{ "key": "tier", "operator": "NotIn", "values": ["unselected"] }] });
+    env.create_policy(spec).await?;
+    let _op = Operator::start(cluster, env).await?;
+
+    let pods = env.pods();
+    let no = json!({});
+    for pod in [
+        bare_pod("control", &victim, json!({ "tier": "app" }), no.clone())?,
+        bare_pod(
+            "opted-out",
+            &victim,
+            json!({ "tier": "app" }),
+            json!({ "remediator.io/exclude": "true" }),
+        )?,
+        bare_pod("unselected", &victim, json!({ "tier": "unselected" }), no.clone())?,
+    ] {
+        pods.create(&PostParams::default(), &pod).await?;
+    }
+    // A namespace outside the policy's namespaceSelector.
+    let other = format!("{}-other", env.name);
+    let ns: Namespace = serde_json::from_value(json!({ "metadata": { "name": other } }))?;
+    Api::<Namespace>::all(env.client.clone()).create(&PostParams::default(), &ns).await?;
+    let other_pods: Api<Pod> = Api::namespaced(env.client.clone(), &other);
+    other_pods
+        .create(&PostParams::default(), &bare_pod("elsewhere", &victim, no.clone(), no.clone())?)
+        .await?;
+    let ds: DaemonSet = serde_json::from_value(json!({
+        "metadata": { "name": "agent" },
+        "spec": {
+            "selector": { "matchLabels": { "app": "agent" } },
+            "template": crate::fixtures::pod_template("agent", json!({ HOSTNAME_LABEL: victim })),
+        },
+    }))?;
+    env.api::<DaemonSet>().create(&PostParams::default(), &ds).await?;
+    env.wait_pods_ready("tier", 3).await?;
+    let agent = env.wait_pods_ready("app=agent", 1).await?.remove(0);
+
+    env.kill_node(&victim).await?;
+    let control = wait_terminating(env, "control").await?;
+    // DaemonSet pods tolerate the unreachable taint; delete it by hand, as an admin would.
+    pods.delete(&name(&agent), &DeleteParams::default()).await?;
+    let due = due_instant(env, &victim, &control).await?;
+    wait_gone(env, "control", &uid(&control), until(due) + Duration::from_secs(10)).await?;
+
+    // A few seconds later every other pod is still there, Terminating.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for (api, pod) in [
+        (&pods, "opted-out"),
+        (&pods, "unselected"),
+        (&pods, name(&agent).as_str()),
+        (&other_pods, "elsewhere"),
+    ] {
+        let p = api.get_opt(pod).await?.with_context(|| format!("pod {pod} was deleted"))?;
+        ensure!(p.metadata.deletion_timestamp.is_some(), "pod {pod} is not Terminating");
+    }
+    let deletes: Vec<_> = operator_mutations(env).await?;
+    ensure!(
+        deletes.len() == 1 && deletes[0].name.as_deref() == Some("control"),
+        "the operator should have deleted only `control`: {deletes:?}"
+    );
+    Ok(())
+}
+
+async fn circuit_breaker_blocks_deletions_when_too_many_nodes_die(env: &TestEnv) -> Result<()> {
+    let cluster = shared_cluster().await?;
+    let a = env.add_node("a").await?;
+    let b = env.add_node("b").await?;
+    let mut spec = policy_spec("Enforce");
+    spec["safety"]["maxUnhealthyNodes"] = json!(1);
+    env.create_policy(spec).await?;
+    let op = Operator::start(cluster, env).await?;
+    let pods = env.pods();
+    pods.create(&PostParams::default(), &bare_pod("on-a", &a, json!({}), json!({}))?).await?;
+    pods.create(&PostParams::default(), &bare_pod("on-b", &b, json!({}), json!({}))?).await?;
+    let on_b_uid = uid(&wait_for("on-b to run", Duration::from_secs(30), || async {
+        Ok(env.pods().get("on-b").await.ok().filter(crate::support::env::pod_is_ready))
+    })
+    .await?);
+
+    env.kill_node(&a).await?;
+    env.kill_node(&b).await?;
+    let on_a = wait_terminating(env, "on-a").await?;
+    let on_b = wait_terminating(env, "on-b").await?;
+    let due = due_instant(env, &a, &on_a).await?.max(due_instant(env, &b, &on_b).await?);
+    let message = env
+        .wait_policy("the CircuitOpen condition", Duration::from_secs(30), |s| {
+            s.conditions
+                .iter()
+                .find(|c| c.type_ == "CircuitOpen" && c.status == "True")
+                .map(|c| c.message.clone())
+        })
+        .await?;
+    ensure!(message.contains("2 of 3"), "unexpected CircuitOpen message: {message}");
+    still_there_until(env, "on-b", &on_b_uid, due + SignedDuration::from_secs(5)).await?;
+    ensure!(
+        operator_mutations(env).await?.is_empty(),
+        "the operator mutated pods with the circuit open"
+    );
+    let open = op.metric("kube_remediator_circuit_open", &[("policy", &env.name)]).await?;
+    ensure!(open == Some(1.0), "circuit_open gauge = {open:?}");
+    let events: Api<Event> = Api::all(env.client.clone());
+    let circuit_events = events
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.reason.as_deref() == Some("CircuitOpen")
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(env.name.as_str())
+        })
+        .count();
+    ensure!(circuit_events >= 1, "no CircuitOpen Event on the policy");
+
+    // One node comes back: within the limit again, the other node's pod is released.
+    env.revive_node(&a).await?;
+    env.wait_node_ready(&a, "True").await?;
+    wait_gone(env, "on-b", &on_b_uid, Duration::from_secs(10)).await?;
+    ensure!(
+        node_ready_status(&env.nodes().get(&b).await?).as_deref() == Some("Unknown"),
+        "b came back?"
+    );
+    Ok(())
+}
