@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use futures::StreamExt;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -23,6 +24,8 @@ use crate::{Error, Result};
 pub const CONTROLLER_NAME: &str = "kube-remediator";
 /// Field manager for status patches.
 pub const FIELD_MANAGER: &str = "kube-remediator";
+/// How many actions of one plan run at once.
+pub const MAX_IN_FLIGHT: usize = 8;
 
 #[derive(Clone)]
 pub struct Writer {
@@ -57,57 +60,74 @@ impl Writer {
         now: impl Fn() -> Timestamp,
     ) -> Vec<Outcome> {
         let policy_name = policy.name_any();
-        let mut outcomes = Vec::with_capacity(actions.len());
-        for action in actions {
-            let Action::ForceDelete(fd) = action;
-            let (result, detail) = match mode {
-                Mode::DryRun => (ActionResult::WouldAct, None),
-                Mode::Enforce => self.force_delete(fd).await,
-            };
-            let at = now();
-            self.account(&policy_name, mode, action.kind(), result, fd.threshold, at);
-            self.pod_event(&policy_name, mode, fd, result, detail.as_deref()).await;
-            let fields = (fd.namespace.as_str(), fd.name.as_str(), fd.node.as_str());
-            match result {
-                ActionResult::Failed => warn!(
-                    policy = %policy_name, mode = mode.as_str(), action = "ForceDelete",
-                    result = result.as_str(), namespace = fields.0, pod = fields.1, node = fields.2,
-                    reason = %fd.reason, detail = detail.as_deref().unwrap_or(""), "action failed"
-                ),
-                _ => info!(
-                    policy = %policy_name, mode = mode.as_str(), action = "ForceDelete",
-                    result = result.as_str(), namespace = fields.0, pod = fields.1, node = fields.2,
-                    reason = %fd.reason, detail = detail.as_deref().unwrap_or(""),
-                    "{}", if mode == Mode::DryRun { "would force-delete pod" } else { "force-delete pod" }
-                ),
-            }
-            outcomes.push(Outcome {
-                handled: result != ActionResult::Failed,
-                record: RecentAction {
-                    time: Time(at),
-                    action: ActionKind::ForceDelete,
-                    mode,
-                    namespace: fd.namespace.clone(),
-                    name: fd.name.clone(),
-                    uid: fd.uid.clone(),
-                    node: fd.node.clone(),
-                    owner: fd.owner.as_ref().map(|o| format!("{}/{}", o.kind, o.name)),
-                    reason: fd.reason.clone(),
-                    result,
-                    detail,
-                },
-            });
-        }
+        // Up to MAX_IN_FLIGHT actions at once (client-side pacing: kube-rs has no QPS limiter),
+        // results kept in plan order.
+        let outcomes: Vec<Outcome> = futures::stream::iter(actions.iter().cloned())
+            .map(|action| self.execute_one(&policy_name, mode, action, &now))
+            .buffered(MAX_IN_FLIGHT)
+            .collect()
+            .await;
         if !outcomes.is_empty() {
             self.policy_batch_event(policy, mode, &outcomes).await;
         }
         outcomes
     }
 
-    /// Re-reads the pod and its node, then DELETEs with grace 0 and a UID precondition.
+    async fn execute_one(
+        &self,
+        policy_name: &str,
+        mode: Mode,
+        action: Action,
+        now: &impl Fn() -> Timestamp,
+    ) -> Outcome {
+        let kind = action.kind();
+        let Action::ForceDelete(fd) = action;
+        let (result, detail) = match mode {
+            Mode::DryRun => (ActionResult::WouldAct, None),
+            Mode::Enforce => self.force_delete(&fd).await,
+        };
+        let at = now();
+        self.account(policy_name, mode, kind, result, fd.threshold, at);
+        self.pod_event(policy_name, mode, &fd, result, detail.as_deref()).await;
+        let fields = (fd.namespace.as_str(), fd.name.as_str(), fd.node.as_str());
+        match result {
+            ActionResult::Failed => warn!(
+                policy = %policy_name, mode = mode.as_str(), action = "ForceDelete",
+                result = result.as_str(), namespace = fields.0, pod = fields.1, node = fields.2,
+                reason = %fd.reason, detail = detail.as_deref().unwrap_or(""), "action failed"
+            ),
+            _ => info!(
+                policy = %policy_name, mode = mode.as_str(), action = "ForceDelete",
+                result = result.as_str(), namespace = fields.0, pod = fields.1, node = fields.2,
+                reason = %fd.reason, detail = detail.as_deref().unwrap_or(""),
+                "{}", if mode == Mode::DryRun { "would force-delete pod" } else { "force-delete pod" }
+            ),
+        }
+        Outcome {
+            handled: result != ActionResult::Failed,
+            record: RecentAction {
+                time: Time(at),
+                action: ActionKind::ForceDelete,
+                mode,
+                namespace: fd.namespace.clone(),
+                name: fd.name.clone(),
+                uid: fd.uid.clone(),
+                node: fd.node.clone(),
+                owner: fd.owner.as_ref().map(|o| format!("{}/{}", o.kind, o.name)),
+                reason: fd.reason.clone(),
+                result,
+                detail,
+            },
+        }
+    }
+
+    /// Re-reads the pod and its node (both at once), then DELETEs with grace 0 and a UID
+    /// precondition.
     async fn force_delete(&self, fd: &ForceDelete) -> (ActionResult, Option<String>) {
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), &fd.namespace);
-        let fresh = match pods.get_opt(&fd.name).await {
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let (pod, node) = tokio::join!(pods.get_opt(&fd.name), nodes.get_opt(&fd.node));
+        let fresh = match pod {
             Ok(Some(pod)) => pod,
             Ok(None) => return (ActionResult::Skipped, Some("pod already gone".into())),
             Err(e) => return (ActionResult::Failed, Some(format!("re-reading the pod: {e}"))),
@@ -125,7 +145,7 @@ impl Writer {
         if fresh_node != fd.node {
             return (ActionResult::Skipped, Some(format!("pod moved to node {fresh_node:?}")));
         }
-        match Api::<Node>::all(self.client.clone()).get_opt(&fd.node).await {
+        match node {
             Ok(Some(node)) if node_is_ready(&node) => {
                 return (ActionResult::Skipped, Some("node is Ready again; left alone".into()));
             }
@@ -302,3 +322,6 @@ fn node_is_ready(node: &Node) -> bool {
         .and_then(|s| s.conditions.as_ref())
         .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
+
+#[cfg(test)]
+mod tests;

@@ -7,8 +7,10 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod chart;
 mod control_plane;
 mod fixtures;
+mod operator_errors;
 mod policy_validation;
 mod stuck_terminating;
 
@@ -18,11 +20,16 @@ fn main() {
     if args.test_threads.is_none() {
         args.test_threads = Some(6);
     }
-    let trials: Vec<_> =
-        [control_plane::trials(), policy_validation::trials(), stuck_terminating::trials()]
-            .into_iter()
-            .flatten()
-            .collect();
+    let trials: Vec<_> = [
+        control_plane::trials(),
+        policy_validation::trials(),
+        stuck_terminating::trials(),
+        operator_errors::trials(),
+        chart::trials(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     let conclusion = libtest_mimic::run(&args, trials);
     support::stop_shared_cluster();
     conclusion.exit();

@@ -159,7 +159,16 @@ impl TestEnv {
     /// Creates this test's RemediationPolicy (named after the test, labelled for its operator)
     /// after installing the CRD. Unless `spec` says otherwise, the policy selects only this
     /// test's nodes and namespace, so tests running in parallel never see each other's pods.
-    pub async fn create_policy(&self, mut spec: serde_json::Value) -> Result<RemediationPolicy> {
+    pub async fn create_policy(&self, spec: serde_json::Value) -> Result<RemediationPolicy> {
+        self.create_named_policy(&self.name, spec).await
+    }
+
+    /// Like [`TestEnv::create_policy`], for a second policy of the same test.
+    pub async fn create_named_policy(
+        &self,
+        name: &str,
+        mut spec: serde_json::Value,
+    ) -> Result<RemediationPolicy> {
         super::crd::install_crd(&self.client).await?;
         let scope = json!({ "matchLabels": { TEST_LABEL: self.name } });
         if let Some(obj) = spec.as_object_mut() {
@@ -169,7 +178,7 @@ impl TestEnv {
         let policy: RemediationPolicy = serde_json::from_value(json!({
             "apiVersion": "remediator.io/v1alpha1",
             "kind": "RemediationPolicy",
-            "metadata": { "name": self.name, "labels": { TEST_LABEL: self.name } },
+            "metadata": { "name": name, "labels": { TEST_LABEL: self.name } },
             "spec": spec,
         }))?;
         self.policies().create(&PostParams::default(), &policy).await.context("creating the policy")
@@ -186,11 +195,22 @@ impl TestEnv {
         timeout: Duration,
         check: impl Fn(&RemediationPolicyStatus) -> Option<T>,
     ) -> Result<T> {
+        self.wait_named_policy(&self.name, what, timeout, check).await
+    }
+
+    /// Waits until the named policy's status satisfies `check`.
+    pub async fn wait_named_policy<T>(
+        &self,
+        name: &str,
+        what: &str,
+        timeout: Duration,
+        check: impl Fn(&RemediationPolicyStatus) -> Option<T>,
+    ) -> Result<T> {
         let api = self.policies();
         let check = &check;
         wait_for(what, timeout, || {
             let api = api.clone();
-            async move { Ok(api.get(&self.name).await?.status.as_ref().and_then(check)) }
+            async move { Ok(api.get(name).await?.status.as_ref().and_then(check)) }
         })
         .await
     }

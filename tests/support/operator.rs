@@ -76,6 +76,45 @@ impl Operator {
         Ok(op)
     }
 
+    /// Starts `kube-remediator` with `args` (a subcommand and its options, say a Deployment's
+    /// container args without their `--metrics-addr`) as the identity of `kubeconfig`, serving
+    /// its HTTP endpoints on a free loopback port, and waits until it is ready. Its output goes
+    /// to `operator-<log_name>.log` in the run directory.
+    pub async fn start_with_args(
+        cluster: &Cluster,
+        log_name: &str,
+        kubeconfig: &std::path::Path,
+        args: &[String],
+    ) -> Result<Operator> {
+        let metrics_addr: SocketAddr = format!("127.0.0.1:{}", free_port()?).parse()?;
+        let log = cluster.dir.join(format!("operator-{log_name}.log"));
+        let out = File::create(&log)?;
+        let child = Command::new(binary())
+            .args(args)
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .arg("--metrics-addr")
+            .arg(metrics_addr.to_string())
+            .stdin(Stdio::null())
+            .stdout(out.try_clone()?)
+            .stderr(out)
+            .spawn()
+            .with_context(|| format!("starting {}", binary().display()))?;
+        let mut op = Operator { child, metrics_addr, log };
+        let ready = wait_for("the operator to be ready", Duration::from_secs(30), || {
+            let addr = op.metrics_addr;
+            async move { Ok(http_get(addr, "/readyz").await.ok().filter(|(code, _)| *code == 200)) }
+        })
+        .await;
+        if let Err(e) = ready {
+            if let Some(status) = op.child.try_wait()? {
+                bail!("the operator exited ({status}); see {}", op.log.display());
+            }
+            return Err(e.context(format!("see {}", op.log.display())));
+        }
+        Ok(op)
+    }
+
     /// The Prometheus text exposition.
     pub async fn metrics(&self) -> Result<String> {
         let (code, body) = http_get(self.metrics_addr, "/metrics").await?;

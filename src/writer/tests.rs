@@ -1,0 +1,158 @@
+//! Request shapes of the writer against a mock API server: every request is checked for its
+//! method, path and body, and anything unexpected fails the test.
+
+use std::time::Duration;
+
+use http::{Method, Request, Response};
+use jiff::Timestamp;
+use kube::Client;
+use kube::client::Body;
+use serde_json::{Value, json};
+
+use super::*;
+use crate::core::{Action, ForceDelete};
+
+type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
+
+fn mock() -> (Client, Handle) {
+    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    (Client::new(service, "default"), handle)
+}
+
+fn policy() -> RemediationPolicy {
+    serde_json::from_value(json!({
+        "apiVersion": "remediator.io/v1alpha1",
+        "kind": "RemediationPolicy",
+        "metadata": { "name": "p", "uid": "policy-uid" },
+        "spec": {},
+    }))
+    .expect("valid policy")
+}
+
+fn action() -> Action {
+    Action::ForceDelete(ForceDelete {
+        namespace: "ns".into(),
+        name: "web-0".into(),
+        uid: "uid-1".into(),
+        node: "n1".into(),
+        owner: None,
+        reason: "node n1 dead".into(),
+        threshold: Timestamp::UNIX_EPOCH,
+    })
+}
+
+fn pod(uid: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": { "name": "web-0", "namespace": "ns", "uid": uid,
+                      "deletionTimestamp": "2026-01-01T00:00:00Z" },
+        "spec": { "nodeName": "n1", "containers": [] },
+    })
+}
+
+fn dead_node() -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Node", "metadata": { "name": "n1" },
+        "status": { "conditions": [{ "type": "Ready", "status": "Unknown" }] },
+    })
+}
+
+fn respond(send: tower_test::mock::SendResponse<Response<Body>>, body: Value) {
+    let bytes = serde_json::to_vec(&body).expect("json");
+    send.send_response(Response::builder().body(Body::from(bytes)).expect("response"));
+}
+
+async fn body_json(req: Request<Body>) -> Value {
+    use http_body_util::BodyExt;
+    let bytes = req.into_body().collect().await.expect("body").to_bytes();
+    serde_json::from_slice(&bytes).unwrap_or(Value::Null)
+}
+
+/// Serves the mock: answers pod and node GETs, records every request, answers Events with an
+/// echo. Returns the requests as (method, path+query, body).
+async fn serve(mut handle: Handle, pod_uid: &'static str) -> Vec<(Method, String, Value)> {
+    let mut seen = Vec::new();
+    while let Ok(Some((req, send))) =
+        tokio::time::timeout(Duration::from_millis(300), handle.next_request()).await
+    {
+        let method = req.method().clone();
+        let uri = req.uri().to_string();
+        let body = body_json(req).await;
+        let reply = match (method.as_str(), uri.as_str()) {
+            ("GET", u) if u.starts_with("/api/v1/namespaces/ns/pods/web-0") => pod(pod_uid),
+            ("GET", u) if u.starts_with("/api/v1/nodes/n1") => dead_node(),
+            ("DELETE", _) => pod(pod_uid),
+            (_, u) if u.contains("/events") => body.clone(),
+            _ => json!({}),
+        };
+        seen.push((method, uri, body));
+        respond(send, reply);
+    }
+    seen
+}
+
+#[tokio::test]
+async fn enforce_deletes_with_grace_zero_and_uid_precondition() {
+    let (client, handle) = mock();
+    let server = tokio::spawn(serve(handle, "uid-1"));
+    let writer = Writer::new(client, Arc::new(Metrics::new()), None);
+    let outcomes = writer.execute(&policy(), Mode::Enforce, &[action()], Timestamp::now).await;
+    let seen = server.await.expect("mock server");
+
+    assert_eq!(outcomes.len(), 1);
+    assert_eq!(outcomes[0].record.result, ActionResult::Done);
+    let deletes: Vec<_> = seen.iter().filter(|(m, _, _)| m == Method::DELETE).collect();
+    assert_eq!(deletes.len(), 1, "{seen:?}");
+    let (_, uri, body) = deletes[0];
+    assert!(uri.starts_with("/api/v1/namespaces/ns/pods/web-0"), "{uri}");
+    assert_eq!(body["gracePeriodSeconds"], 0, "{body}");
+    assert_eq!(body["preconditions"]["uid"], "uid-1", "{body}");
+    // The pod and its node were re-read before the DELETE.
+    let first_delete = seen.iter().position(|(m, _, _)| m == Method::DELETE).expect("delete");
+    let reads: Vec<&str> = seen[..first_delete]
+        .iter()
+        .filter(|(m, _, _)| m == Method::GET)
+        .map(|(_, u, _)| u.as_str())
+        .collect();
+    assert!(
+        reads.iter().any(|u| u.contains("/pods/web-0"))
+            && reads.iter().any(|u| u.contains("/nodes/n1")),
+        "{reads:?}"
+    );
+    // Events on the pod and on the policy.
+    let events: Vec<_> =
+        seen.iter().filter(|(m, u, _)| m == Method::POST && u.contains("/events")).collect();
+    assert_eq!(events.len(), 2, "{seen:?}");
+    assert_eq!(events[0].2["reason"], "ForceDeleted");
+    assert_eq!(events[0].2["regarding"]["uid"], "uid-1");
+}
+
+#[tokio::test]
+async fn a_replacement_with_the_same_name_is_never_deleted() {
+    let (client, handle) = mock();
+    let server = tokio::spawn(serve(handle, "uid-2"));
+    let writer = Writer::new(client, Arc::new(Metrics::new()), None);
+    let outcomes = writer.execute(&policy(), Mode::Enforce, &[action()], Timestamp::now).await;
+    let seen = server.await.expect("mock server");
+
+    assert_eq!(outcomes[0].record.result, ActionResult::Skipped);
+    assert!(seen.iter().all(|(m, _, _)| m != Method::DELETE), "{seen:?}");
+}
+
+#[tokio::test]
+async fn dry_run_sends_nothing_but_events() {
+    let (client, handle) = mock();
+    let server = tokio::spawn(serve(handle, "uid-1"));
+    let metrics = Arc::new(Metrics::new());
+    let writer = Writer::new(client, metrics.clone(), None);
+    let outcomes = writer.execute(&policy(), Mode::DryRun, &[action()], Timestamp::now).await;
+    let seen = server.await.expect("mock server");
+
+    assert_eq!(outcomes[0].record.result, ActionResult::WouldAct);
+    assert_eq!(outcomes[0].record.mode, Mode::DryRun);
+    for (method, uri, _) in &seen {
+        assert!(method == Method::POST && uri.contains("/events"), "DryRun sent {method} {uri}");
+    }
+    assert_eq!(seen.len(), 2, "an Event on the pod and one on the policy: {seen:?}");
+    assert!(metrics.encode().contains(r#"mode="DryRun",result="WouldAct"} 1"#));
+}

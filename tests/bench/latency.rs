@@ -1,0 +1,141 @@
+//! `cargo bench --bench latency`: how soon after its threshold instant a remediation fires,
+//! on the real test control plane. Several nodes die at once with pods on them; the operator
+//! (Enforce) force-deletes them. Prints the operator's own histogram (threshold to action) and
+//! the delay from each pod's due instant to the moment a watch saw it gone. Asserts nothing.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use futures::StreamExt;
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, PostParams};
+use kube::runtime::watcher;
+use serde_json::json;
+use support::operator::Operator;
+use support::{Cluster, TestEnv, wait_for};
+
+const VICTIMS: usize = 4;
+const PODS_PER_NODE: usize = 10;
+const NOT_READY_FOR: i64 = 10;
+const LEASE_STALE_FOR: i64 = 40;
+const DELAY: i64 = 2;
+
+fn main() {
+    if let Err(e) = support::runtime().block_on(run()) {
+        eprintln!("latency benchmark failed: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+async fn run() -> Result<()> {
+    let cluster = Cluster::start(&support::new_run_dir("bench")).await?;
+    let result = scenario(&cluster).await;
+    cluster.stop();
+    result
+}
+
+async fn scenario(cluster: &Cluster) -> Result<()> {
+    let env = TestEnv::new(cluster.client().await?, "bench-latency").await?;
+    let mut victims = Vec::new();
+    for i in 0..VICTIMS {
+        victims.push(env.add_node(&format!("v{i}")).await?);
+    }
+    env.create_policy(json!({
+        "mode": "Enforce",
+        "deadNode": { "notReadyFor": format!("{NOT_READY_FOR}s"), "leaseStaleFor": format!("{LEASE_STALE_FOR}s") },
+        "stuckTerminating": { "delayAfterGrace": format!("{DELAY}s") },
+        "safety": { "maxUnhealthyNodes": VICTIMS, "rateLimit": { "actionsPerMinute": 1000 } },
+    }))
+    .await?;
+    let operator = Operator::start(cluster, &env).await?;
+
+    let pods = env.pods();
+    for (n, node) in victims.iter().enumerate() {
+        for i in 0..PODS_PER_NODE {
+            let pod: Pod = serde_json::from_value(json!({
+                "metadata": { "name": format!("p{n}-{i}"), "labels": { "bench": "yes" } },
+                "spec": { "nodeName": node, "terminationGracePeriodSeconds": 1,
+                          "containers": [{ "name": "c", "image": "registry.invalid/c:1" }] },
+            }))?;
+            pods.create(&PostParams::default(), &pod).await?;
+        }
+    }
+    let total = VICTIMS * PODS_PER_NODE;
+    env.wait_pods_ready("bench=yes", total).await?;
+
+    // Record when each pod disappears, as a watch sees it.
+    let gone: std::sync::Arc<tokio::sync::Mutex<HashMap<String, Timestamp>>> = Default::default();
+    let watch = {
+        let gone = gone.clone();
+        let stream = watcher::watcher(pods.clone(), watcher::Config::default().labels("bench=yes"));
+        tokio::spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            while let Some(Ok(event)) = stream.next().await {
+                if let watcher::Event::Delete(p) = event {
+                    gone.lock().await.insert(p.metadata.name.unwrap_or_default(), Timestamp::now());
+                }
+            }
+        })
+    };
+
+    for node in &victims {
+        env.kill_node(node).await?;
+    }
+    println!(
+        "latency: {VICTIMS} nodes killed with {total} pods; waiting for the policy's thresholds (~{LEASE_STALE_FOR}s)"
+    );
+    let gone_ref = &gone;
+    wait_for("every pod force-deleted", Duration::from_secs(180), || async move {
+        Ok((gone_ref.lock().await.len() == total).then_some(()))
+    })
+    .await?;
+    watch.abort();
+
+    // Each pod's due instant, from the same objects the operator reads.
+    let mut delays = Vec::new();
+    let leases: Api<Lease> = Api::namespaced(env.client.clone(), "kube-node-lease");
+    let gone = gone.lock().await;
+    for (n, node) in victims.iter().enumerate() {
+        let node_obj = env.nodes().get(node).await?;
+        let transition = node_obj
+            .status
+            .and_then(|s| s.conditions)
+            .and_then(|cs| cs.into_iter().find(|c| c.type_ == "Ready"))
+            .and_then(|c| c.last_transition_time)
+            .context("no Ready transition")?
+            .0;
+        let renewed =
+            leases.get(node).await?.spec.and_then(|s| s.renew_time).context("no renewTime")?.0;
+        let dead = (transition + SignedDuration::from_secs(NOT_READY_FOR))
+            .max(renewed + SignedDuration::from_secs(LEASE_STALE_FOR));
+        for i in 0..PODS_PER_NODE {
+            let name = format!("p{n}-{i}");
+            let Some(at) = gone.get(&name) else { continue };
+            // Evicted pods' deletionTimestamps are long past by the time the node is dead.
+            delays.push(at.duration_since(dead).as_secs_f64());
+        }
+    }
+    delays.sort_by(|a, b| a.total_cmp(b));
+    let pct = |p: f64| delays[((delays.len() as f64 - 1.0) * p).round() as usize];
+    println!(
+        "  due -> pod gone (watch): n={} p50={:.3}s p99={:.3}s max={:.3}s",
+        delays.len(),
+        pct(0.5),
+        pct(0.99),
+        pct(1.0)
+    );
+    let metrics = operator.metrics().await?;
+    println!(
+        "  operator histogram kube_remediator_action_delay_seconds (threshold -> action done):"
+    );
+    for line in metrics.lines().filter(|l| l.starts_with("kube_remediator_action_delay_seconds")) {
+        println!("    {line}");
+    }
+    Ok(())
+}
