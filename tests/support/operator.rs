@@ -40,40 +40,18 @@ impl Operator {
     /// Starts `kube-remediator run` for the policies of `env`'s test and waits until it is
     /// ready (every watch synced).
     pub async fn start(cluster: &Cluster, env: &TestEnv) -> Result<Operator> {
-        let port = free_port()?;
-        let metrics_addr: SocketAddr = format!("127.0.0.1:{port}").parse()?;
-        let log = cluster.dir.join(format!("operator-{}.log", env.name));
-        let out = File::create(&log)?;
-        let child = Command::new(binary())
-            .arg("run")
-            .arg("--kubeconfig")
-            .arg(&cluster.operator_kubeconfig)
-            .arg("--metrics-addr")
-            .arg(metrics_addr.to_string())
-            .arg("--policy-selector")
-            .arg(format!("{TEST_LABEL}={}", env.name))
-            .arg("--instance")
-            .arg(format!("e2e-{}", env.name))
-            .arg("--log-level")
-            .arg("info,kube_remediator=debug")
-            .stdin(Stdio::null())
-            .stdout(out.try_clone()?)
-            .stderr(out)
-            .spawn()
-            .with_context(|| format!("starting {}", binary().display()))?;
-        let mut op = Operator { child, metrics_addr, log };
-        let ready = wait_for("the operator to be ready", Duration::from_secs(30), || {
-            let addr = op.metrics_addr;
-            async move { Ok(http_get(addr, "/readyz").await.ok().filter(|(code, _)| *code == 200)) }
-        })
-        .await;
-        if let Err(e) = ready {
-            if let Some(status) = op.child.try_wait()? {
-                bail!("the operator exited ({status}); see {}", op.log.display());
-            }
-            return Err(e);
-        }
-        Ok(op)
+        let args: Vec<String> = [
+            "run",
+            "--policy-selector",
+            &format!("{TEST_LABEL}={}", env.name),
+            "--instance",
+            &format!("e2e-{}", env.name),
+            "--log-level",
+            "info,kube_remediator=debug",
+        ]
+        .map(String::from)
+        .to_vec();
+        Self::start_with_args(cluster, &env.name, &cluster.operator_kubeconfig, &args).await
     }
 
     /// Starts `kube-remediator` with `args` (a subcommand and its options, say a Deployment's
