@@ -74,6 +74,19 @@ pub enum Error {
         source: std::io::Error,
     },
 
+    /// Reading or writing the leader-election Lease failed.
+    #[error("cannot {verb} the leader Lease {name}: {source}")]
+    LeaderLease {
+        verb: &'static str,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+
+    /// A mutation was refused because this replica does not hold the leader Lease.
+    #[error("not the leader: refused to {operation}")]
+    NotLeader { operation: &'static str },
+
     /// A request did not answer within its deadline.
     #[error("{operation} timed out after {timeout:?}")]
     Timeout { operation: &'static str, timeout: Duration },
@@ -90,6 +103,8 @@ impl Error {
             Error::DeletePod { .. } => "DeletePod",
             Error::PatchStatus { .. } => "PatchStatus",
             Error::Serve { .. } => "Serve",
+            Error::LeaderLease { .. } => "LeaderElection",
+            Error::NotLeader { .. } => "NotLeader",
             Error::Timeout { .. } => "Timeout",
         }
     }
@@ -101,12 +116,14 @@ impl Error {
             | Error::BuildClient(_)
             | Error::CrdMissing
             | Error::Forbidden { .. }
-            | Error::Serve { .. } => false,
+            | Error::Serve { .. }
+            | Error::NotLeader { .. } => false,
             Error::ReadServerVersion(e)
             | Error::List { source: e, .. }
             | Error::Get { source: e, .. }
             | Error::DeletePod { source: e, .. }
-            | Error::PatchStatus { source: e, .. } => kube_error_is_transient(e),
+            | Error::PatchStatus { source: e, .. }
+            | Error::LeaderLease { source: e, .. } => kube_error_is_transient(e),
             Error::Timeout { .. } => true,
         }
     }

@@ -1,5 +1,6 @@
 //! The HTTP endpoints: `/metrics` (Prometheus text), `/healthz` (the process serves) and
-//! `/readyz` (every watch has completed its initial list).
+//! `/readyz` (every watch has completed its initial list, and the replica knows whether it
+//! leads).
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -20,6 +21,8 @@ use crate::{Error, Result};
 pub struct Health {
     /// Every watch has completed its initial list.
     pub synced: AtomicBool,
+    /// The replica holds the leader Lease, or knows who does (or leader election is off).
+    pub leadership_known: AtomicBool,
 }
 
 #[derive(Clone)]
@@ -58,9 +61,11 @@ async fn metrics_handler(State(state): State<AppState>) -> impl IntoResponse {
 }
 
 async fn ready_handler(State(state): State<AppState>) -> impl IntoResponse {
-    if state.health.synced.load(Ordering::Relaxed) {
-        (StatusCode::OK, "ready\n")
-    } else {
+    if !state.health.synced.load(Ordering::Relaxed) {
         (StatusCode::SERVICE_UNAVAILABLE, "caches not synced yet\n")
+    } else if !state.health.leadership_known.load(Ordering::Relaxed) {
+        (StatusCode::SERVICE_UNAVAILABLE, "leadership not known yet\n")
+    } else {
+        (StatusCode::OK, "ready\n")
     }
 }

@@ -4,6 +4,7 @@
 //! - [`core`]: the pure decision core. No client, no async, no clock: `now` is a parameter.
 //! - [`crd`]: the `RemediationPolicy` custom resource types and their generated CRD.
 //! - [`controllers`]: watch the cluster and turn objects into observations.
+//! - [`leader`]: leader election on a Lease; only the leader acts.
 //! - [`cli`]: command-line entry points.
 //! - [`telemetry`]: logging set-up.
 //! - [`error`]: the crate's one error type.
@@ -14,6 +15,7 @@ pub mod core;
 pub mod crd;
 pub mod error;
 pub mod http;
+pub mod leader;
 pub mod metrics;
 pub mod telemetry;
 pub mod writer;

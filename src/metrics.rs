@@ -35,6 +35,12 @@ pub struct PolicyLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BlockedLabels {
+    pub kind: String,
+    pub cause: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ErrorLabels {
     pub category: String,
 }
@@ -56,11 +62,15 @@ pub struct Metrics {
     pub policy_invalid: Family<PolicyLabels, Gauge>,
     /// Reconcile failures by error category.
     pub reconcile_errors: Family<ErrorLabels, Counter>,
+    /// Recreate Deployments and StatefulSets blocked by Terminating pods, by kind and cause.
+    pub blocked_rollouts: Family<BlockedLabels, Gauge>,
     /// Nodes and Terminating pods in the operator's compact cache.
     pub cached_nodes: Gauge,
     pub cached_terminating_pods: Gauge,
     /// Whether every watch has completed its initial list (1) or not (0).
     pub caches_synced: Gauge,
+    /// 1 while this replica holds the leader Lease (or leader election is off) and may act.
+    pub leader: Gauge,
 }
 
 fn delay_histogram() -> Histogram {
@@ -83,9 +93,11 @@ impl Metrics {
             circuit_open: Family::default(),
             policy_invalid: Family::default(),
             reconcile_errors: Family::default(),
+            blocked_rollouts: Family::default(),
             cached_nodes: Gauge::default(),
             cached_terminating_pods: Gauge::default(),
             caches_synced: Gauge::default(),
+            leader: Gauge::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -119,6 +131,11 @@ impl Metrics {
             m.reconcile_errors.clone(),
         );
         registry.register(
+            "blocked_rollouts",
+            "Recreate Deployments and StatefulSets blocked by Terminating pods, by kind and cause",
+            m.blocked_rollouts.clone(),
+        );
+        registry.register(
             "cached_nodes",
             "Nodes in the operator's compact cache",
             m.cached_nodes.clone(),
@@ -132,6 +149,11 @@ impl Metrics {
             "caches_synced",
             "1 once every watch has completed its initial list",
             m.caches_synced.clone(),
+        );
+        registry.register(
+            "leader",
+            "1 while this replica holds the leader Lease (or leader election is off) and may act",
+            m.leader.clone(),
         );
         Metrics { registry, ..m }
     }
@@ -186,6 +208,19 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("kube_remediator_action_delay_seconds_bucket"), "{text}");
+        m.blocked_rollouts
+            .get_or_create(&BlockedLabels {
+                kind: "Deployment".into(),
+                cause: "NodeUnhealthy".into(),
+            })
+            .set(2);
+        let text = m.encode();
+        assert!(
+            text.contains(
+                r#"kube_remediator_blocked_rollouts{kind="Deployment",cause="NodeUnhealthy"} 2"#
+            ),
+            "{text}"
+        );
         assert!(text.contains("# EOF"), "{text}");
     }
 }

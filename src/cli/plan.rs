@@ -14,7 +14,11 @@ use serde_json::json;
 
 use super::ConnectionArgs;
 use super::table::{Table, human};
-use crate::controllers::observe::NODE_LEASE_NAMESPACE;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
+
+use crate::controllers::observe::{
+    NODE_LEASE_NAMESPACE, deployment_view, replica_set_view, stateful_set_view,
+};
 use crate::controllers::state::{ClusterState, WatchedKind};
 use crate::core::{Action, Plan, Verdict, plan, validate};
 use crate::crd::RemediationPolicy;
@@ -82,6 +86,36 @@ pub async fn run(conn: &ConnectionArgs, args: Args) -> Result<ExitCode> {
     .await?;
     load(
         &mut state,
+        Api::<Deployment>::all(client.clone()),
+        WatchedKind::Deployment,
+        now,
+        |s, d| {
+            s.apply_workload(deployment_view(d));
+        },
+    )
+    .await?;
+    load(
+        &mut state,
+        Api::<StatefulSet>::all(client.clone()),
+        WatchedKind::StatefulSet,
+        now,
+        |s, d| {
+            s.apply_workload(stateful_set_view(d));
+        },
+    )
+    .await?;
+    load(
+        &mut state,
+        Api::<ReplicaSet>::all(client.clone()),
+        WatchedKind::ReplicaSet,
+        now,
+        |s, r| {
+            s.apply_replica_set(replica_set_view(r));
+        },
+    )
+    .await?;
+    load(
+        &mut state,
         Api::<PersistentVolumeClaim>::all(client),
         WatchedKind::PersistentVolumeClaim,
         now,
@@ -103,12 +137,16 @@ pub async fn run(conn: &ConnectionArgs, args: Args) -> Result<ExitCode> {
         plans.push(PolicyPlan { policy, outcome });
     }
 
+    let blocked = state.rollout_analysis(now).blocked;
     match args.output {
         Output::Json => {
             let doc: Vec<_> = plans.iter().map(|p| to_json(p, now)).collect();
             println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
         }
-        Output::Table => print_tables(&plans, now),
+        Output::Table => {
+            print_tables(&plans, now);
+            print_blocked(&blocked);
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -198,6 +236,27 @@ fn to_json(p: &PolicyPlan, now: Timestamp) -> serde_json::Value {
         "unhealthyNodes": nodes,
         "nextDeadline": plan.next_deadline.map(|t| t.to_string()),
     })
+}
+
+/// Blocked Recreate rollouts and StatefulSets, whatever the policies say.
+fn print_blocked(blocked: &[crate::core::rollouts::BlockedRollout]) {
+    if blocked.is_empty() {
+        return;
+    }
+    println!();
+    println!("Blocked rollouts:");
+    let mut t = Table::new(["WORKLOAD", "BLOCKING POD", "NODE", "CAUSE"]);
+    for b in blocked {
+        for p in &b.pods {
+            t.row([
+                b.workload.to_string(),
+                p.name.clone(),
+                p.node.clone(),
+                p.cause.describe().to_string(),
+            ]);
+        }
+    }
+    t.print("  ");
 }
 
 fn print_tables(plans: &[PolicyPlan], now: Timestamp) {

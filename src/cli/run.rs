@@ -1,6 +1,12 @@
 //! `kube-remediator run`: the operator. Watches nodes, kubelet Leases, pods, namespaces, claims
 //! and RemediationPolicies, and carries out (Enforce) or records (DryRun) what each policy
 //! decides.
+//!
+//! With leader election (the default) every replica runs the watches, so a follower's caches are
+//! synced when it takes over, but only the holder of the leader Lease runs the policy controller,
+//! and the writer refuses every mutation while this replica does not hold it. A leader that loses
+//! the Lease exits with a failure, and Kubernetes restarts it as a follower; SIGTERM releases the
+//! Lease, so that a follower takes over at once, and exits 0.
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -8,12 +14,13 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolumeClaim, Pod};
 use kube::api::{Api, ListParams};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use super::ConnectionArgs;
 use crate::controllers::observe::NODE_LEASE_NAMESPACE;
@@ -22,6 +29,7 @@ use crate::controllers::state::ClusterState;
 use crate::controllers::watch::spawn_watches;
 use crate::crd::RemediationPolicy;
 use crate::http::{self, Health};
+use crate::leader::{self, Ended, LeaderElection, Leadership};
 use crate::metrics::Metrics;
 use crate::writer::Writer;
 use crate::{Error, Result};
@@ -37,9 +45,45 @@ pub struct Args {
     #[arg(long, env = "KUBE_REMEDIATOR_POLICY_SELECTOR")]
     policy_selector: Option<String>,
 
-    /// Name of this replica in Events (defaults to $POD_NAME, then the host name).
+    /// Name of this replica in Events (defaults to $POD_NAME, then the host name); with a
+    /// random suffix, its identity in the leader Lease.
     #[arg(long, env = "POD_NAME")]
     instance: Option<String>,
+
+    /// Elect a leader through a Lease: only the leader acts, the other replicas keep their
+    /// caches synced and take over when it goes. `--leader-elect=false` only for a single
+    /// replica.
+    #[arg(
+        long,
+        env = "KUBE_REMEDIATOR_LEADER_ELECT",
+        default_value_t = true,
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        value_name = "BOOL"
+    )]
+    leader_elect: bool,
+
+    /// Namespace of the leader Lease (default: this pod's namespace, else `default`).
+    #[arg(long, env = "KUBE_REMEDIATOR_LEADER_ELECTION_NAMESPACE")]
+    leader_election_namespace: Option<String>,
+
+    /// Name of the leader Lease. Operators that split the policies (`--policy-selector`) need
+    /// one each.
+    #[arg(long, default_value = "kube-remediator", env = "KUBE_REMEDIATOR_LEADER_ELECTION_LEASE")]
+    leader_election_lease: String,
+
+    /// Seconds a leader Lease that stopped being renewed stays its holder's: the longest
+    /// failover when a leader dies. The leader renews every third of it.
+    #[arg(
+        long,
+        default_value_t = 15,
+        value_parser = clap::value_parser!(u64).range(3..=300),
+        value_name = "SECONDS",
+        env = "KUBE_REMEDIATOR_LEASE_DURATION"
+    )]
+    lease_duration: u64,
 }
 
 pub async fn run(conn: &ConnectionArgs, args: Args) -> Result<ExitCode> {
@@ -60,44 +104,105 @@ pub async fn run(conn: &ConnectionArgs, args: Args) -> Result<ExitCode> {
     };
     let watches = spawn_watches(client.clone(), state.clone(), trigger_tx, metrics.clone());
 
-    // Readiness follows the caches.
+    let instance = args.instance.or_else(|| {
+        std::fs::read_to_string("/proc/sys/kernel/hostname").ok().map(|h| h.trim().to_string())
+    });
+    let mut election = if args.leader_elect {
+        let config = leader::Config {
+            namespace: args.leader_election_namespace.unwrap_or_else(leader::default_namespace),
+            lease: args.leader_election_lease,
+            identity: leader::identity(instance.as_deref()),
+            lease_duration: Duration::from_secs(args.lease_duration),
+        };
+        LeaderElection::start(client.clone(), config, metrics.clone())
+    } else {
+        info!("leader election is off: this replica acts alone");
+        LeaderElection::disabled(&metrics)
+    };
+
+    // Readiness follows the caches and the leadership.
     let readiness = {
-        let (state, health) = (state.clone(), health.clone());
+        let (state, health, leadership) = (state.clone(), health.clone(), election.subscribe());
         tokio::spawn(async move {
             loop {
                 let synced = state.read().map(|s| s.synced()).unwrap_or(false);
                 health.synced.store(synced, Ordering::Relaxed);
+                health.leadership_known.store(leadership.borrow().is_known(), Ordering::Relaxed);
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
         })
     };
 
-    let instance = args.instance.or_else(|| {
-        std::fs::read_to_string("/proc/sys/kernel/hostname").ok().map(|h| h.trim().to_string())
-    });
-    let writer = Writer::new(client.clone(), metrics.clone(), instance);
+    let writer =
+        Writer::new(client.clone(), metrics.clone(), instance).with_leader_guard(election.guard());
     let ctx = Arc::new(Context::new(state, writer, metrics));
     info!(selector = args.policy_selector.as_deref().unwrap_or(""), "kube-remediator started");
-    let mut stop = stop_rx.clone();
-    let controller = policy::run(client, ctx, trigger_rx, args.policy_selector, async move {
-        let _ = stop.wait_for(|s| *s).await;
-    });
+    // A follower stands by with its caches synced; the controller starts once it leads.
+    let mut controller = {
+        let (mut leadership, mut stop, mut stopped) =
+            (election.subscribe(), stop_rx.clone(), stop_rx.clone());
+        tokio::spawn(async move {
+            let leads = tokio::select! {
+                led = leadership.wait_for(Leadership::is_leader) => led.is_ok(),
+                _ = stop.wait_for(|s| *s) => return,
+            };
+            if !leads {
+                // The election ended without this replica leading: `run` handles that.
+                let _ = stop.wait_for(|s| *s).await;
+                return;
+            }
+            info!("leading: starting the policy controller");
+            policy::run(client, ctx, trigger_rx, args.policy_selector, async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            })
+            .await;
+        })
+    };
+    let mut controller_done = false;
 
-    tokio::select! {
-        _ = controller => warn!("the policy controller stopped"),
+    let code = tokio::select! {
+        biased;
+        ended = election.ended() => match ended? {
+            // The guard is closed already: this process never acts again. Kubernetes restarts
+            // it as a follower with fresh state.
+            Ended::Lost(reason) => {
+                error!(%reason, "lost the leader Lease: exiting, to be restarted as a follower");
+                return Ok(ExitCode::FAILURE);
+            }
+            Ended::Released => ExitCode::SUCCESS,
+        },
+        _ = shutdown_signal() => {
+            info!("shutting down");
+            ExitCode::SUCCESS
+        }
+        result = &mut controller => {
+            controller_done = true;
+            warn!("the policy controller stopped");
+            if result.is_err() { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+        }
         result = http_task => match result {
             Ok(Err(e)) => return Err(e),
-            _ => warn!("the HTTP server stopped"),
+            _ => {
+                warn!("the HTTP server stopped");
+                ExitCode::SUCCESS
+            }
         },
-        _ = shutdown_signal() => info!("shutting down"),
-    }
+    };
+    // Let running reconciles finish while the Lease is still held, then hand it over.
     let _ = stop_tx.send(true);
+    if !controller_done && tokio::time::timeout(SHUTDOWN_GRACE, &mut controller).await.is_err() {
+        warn!("the policy controller did not stop within {SHUTDOWN_GRACE:?}");
+    }
+    election.release().await;
     readiness.abort();
     for w in watches {
         w.abort();
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(code)
 }
+
+/// How long running reconciles may take to finish on shutdown.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// Resolves on SIGTERM or SIGINT.
 async fn shutdown_signal() {
@@ -135,6 +240,9 @@ pub async fn preflight(client: &Client) -> Result<()> {
     check_list(Api::<Pod>::all(client.clone()), "pods").await?;
     check_list(Api::<Namespace>::all(client.clone()), "namespaces").await?;
     check_list(Api::<PersistentVolumeClaim>::all(client.clone()), "persistentvolumeclaims").await?;
+    check_list(Api::<Deployment>::all(client.clone()), "deployments").await?;
+    check_list(Api::<StatefulSet>::all(client.clone()), "statefulsets").await?;
+    check_list(Api::<ReplicaSet>::all(client.clone()), "replicasets").await?;
     Ok(())
 }
 

@@ -3,5 +3,6 @@
 
 pub mod observe;
 pub mod policy;
+pub mod rollouts;
 pub mod state;
 pub mod watch;

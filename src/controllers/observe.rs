@@ -1,10 +1,12 @@
 //! Turning Kubernetes objects into the pure core's observations. Every field is optional in the
 //! API, so nothing here unwraps: a strange object yields a conservative observation.
 
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
 
 use super::state::PodRecord;
+use crate::core::rollouts::{ReplicaSetView, WorkloadKind, WorkloadView};
 use crate::core::{NodeObservation, NodeView, OwnerRef, PodView, Readiness};
 use crate::crd::EXCLUDE_ANNOTATION;
 
@@ -88,9 +90,54 @@ pub fn pod_record(pod: &Pod) -> Option<PodRecord> {
             has_rwo_volume: false,
             excluded: excluded(meta.annotations.as_ref()),
             phase: pod.status.as_ref().and_then(|s| s.phase.clone()),
+            blocks_rollout: None,
         },
         claims,
     })
+}
+
+/// The compact view of a Deployment.
+pub fn deployment_view(d: &Deployment) -> WorkloadView {
+    let spec = d.spec.as_ref();
+    WorkloadView {
+        kind: WorkloadKind::Deployment,
+        namespace: d.metadata.namespace.clone().unwrap_or_default(),
+        name: d.metadata.name.clone().unwrap_or_default(),
+        uid: d.metadata.uid.clone().unwrap_or_default(),
+        recreate: spec
+            .and_then(|s| s.strategy.as_ref())
+            .and_then(|s| s.type_.as_deref())
+            .is_some_and(|t| t == "Recreate"),
+        replicas: spec.and_then(|s| s.replicas).unwrap_or(1),
+        updated_replicas: d.status.as_ref().and_then(|s| s.updated_replicas).unwrap_or(0),
+    }
+}
+
+/// The compact view of a StatefulSet.
+pub fn stateful_set_view(s: &StatefulSet) -> WorkloadView {
+    WorkloadView {
+        kind: WorkloadKind::StatefulSet,
+        namespace: s.metadata.namespace.clone().unwrap_or_default(),
+        name: s.metadata.name.clone().unwrap_or_default(),
+        uid: s.metadata.uid.clone().unwrap_or_default(),
+        recreate: false,
+        replicas: s.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1),
+        updated_replicas: s.status.as_ref().and_then(|s| s.updated_replicas).unwrap_or(0),
+    }
+}
+
+/// The compact view of a ReplicaSet: its controlling Deployment and desired replicas.
+pub fn replica_set_view(rs: &ReplicaSet) -> ReplicaSetView {
+    ReplicaSetView {
+        uid: rs.metadata.uid.clone().unwrap_or_default(),
+        deployment_uid: rs.metadata.owner_references.as_ref().and_then(|refs| {
+            refs.iter()
+                .find(|r| r.controller == Some(true) && r.kind == "Deployment")
+                .map(|r| r.uid.clone())
+        }),
+        // An absent replicas field means 1, never 0: an RS is "old" only when scaled to 0.
+        replicas: rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1),
+    }
 }
 
 #[cfg(test)]
@@ -129,6 +176,28 @@ mod tests {
         assert_eq!(obs.lease_renewed, Some("2026-01-01T00:00:01.5Z".parse().expect("ts")));
         assert!(obs.unschedulable);
         assert_eq!(obs.taints, vec!["node.kubernetes.io/unreachable:NoExecute".to_string()]);
+    }
+
+    #[test]
+    fn workload_views() {
+        let d: Deployment = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "legacy", "namespace": "ns", "uid": "d1"},
+            "spec": {"replicas": 2, "strategy": {"type": "Recreate"}, "selector": {},
+                     "template": {}},
+            "status": {"updatedReplicas": 1}
+        }))
+        .expect("valid deployment");
+        let v = deployment_view(&d);
+        assert!(v.recreate);
+        assert_eq!((v.replicas, v.updated_replicas), (2, 1));
+        let rs: ReplicaSet = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "legacy-1", "namespace": "ns", "uid": "r1", "ownerReferences": [
+                {"apiVersion": "apps/v1", "kind": "Deployment", "name": "legacy", "uid": "d1", "controller": true}]},
+            "spec": {"replicas": 0, "selector": {}}
+        }))
+        .expect("valid replicaset");
+        let v = replica_set_view(&rs);
+        assert_eq!((v.deployment_uid.as_deref(), v.replicas), (Some("d1"), 0));
     }
 
     #[test]

@@ -12,7 +12,10 @@ use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolumeClaim, Pod};
 
 use super::observe::{node_view, pod_record};
-use crate::core::{NodeView, Observed, PastAction, PodView};
+use crate::core::rollouts::{
+    ReplicaSetView, RolloutAnalysis, WorkloadKind, WorkloadRef, WorkloadView, blocked_rollouts,
+};
+use crate::core::{NodeView, Observed, PastAction, PodView, Readiness};
 
 /// The kinds the operator watches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -22,15 +25,21 @@ pub enum WatchedKind {
     Pod,
     Namespace,
     PersistentVolumeClaim,
+    Deployment,
+    StatefulSet,
+    ReplicaSet,
 }
 
 impl WatchedKind {
-    pub const ALL: [WatchedKind; 5] = [
+    pub const ALL: [WatchedKind; 8] = [
         WatchedKind::Node,
         WatchedKind::Lease,
         WatchedKind::Pod,
         WatchedKind::Namespace,
         WatchedKind::PersistentVolumeClaim,
+        WatchedKind::Deployment,
+        WatchedKind::StatefulSet,
+        WatchedKind::ReplicaSet,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -40,6 +49,9 @@ impl WatchedKind {
             WatchedKind::Pod => "pods",
             WatchedKind::Namespace => "namespaces",
             WatchedKind::PersistentVolumeClaim => "persistentvolumeclaims",
+            WatchedKind::Deployment => "deployments",
+            WatchedKind::StatefulSet => "statefulsets",
+            WatchedKind::ReplicaSet => "replicasets",
         }
     }
 }
@@ -87,6 +99,9 @@ pub struct ClusterState {
     namespaces: HashMap<String, Arc<BTreeMap<String, String>>>,
     /// `namespace/name` of claims whose access modes include ReadWriteOnce(Pod).
     rwo_claims: HashSet<String>,
+    /// Deployments and StatefulSets by UID.
+    workloads: HashMap<String, WorkloadView>,
+    replica_sets: HashMap<String, ReplicaSetView>,
     sync: Sync,
     /// Objects received during a (re)list, swapped in when it completes.
     relist: Relist,
@@ -99,6 +114,9 @@ struct Relist {
     pods: Option<HashMap<String, PodRecord>>,
     namespaces: Option<HashMap<String, Arc<BTreeMap<String, String>>>>,
     rwo_claims: Option<HashSet<String>>,
+    /// Workloads of the kinds being relisted (Deployments and StatefulSets are relisted apart).
+    workloads: HashMap<WorkloadKind, HashMap<String, WorkloadView>>,
+    replica_sets: Option<HashMap<String, ReplicaSetView>>,
 }
 
 impl ClusterState {
@@ -114,6 +132,13 @@ impl ClusterState {
             WatchedKind::Pod => self.relist.pods = Some(HashMap::new()),
             WatchedKind::Namespace => self.relist.namespaces = Some(HashMap::new()),
             WatchedKind::PersistentVolumeClaim => self.relist.rwo_claims = Some(HashSet::new()),
+            WatchedKind::Deployment => {
+                self.relist.workloads.insert(WorkloadKind::Deployment, HashMap::new());
+            }
+            WatchedKind::StatefulSet => {
+                self.relist.workloads.insert(WorkloadKind::StatefulSet, HashMap::new());
+            }
+            WatchedKind::ReplicaSet => self.relist.replica_sets = Some(HashMap::new()),
         }
     }
 
@@ -146,6 +171,22 @@ impl ClusterState {
             WatchedKind::PersistentVolumeClaim => {
                 if let Some(m) = self.relist.rwo_claims.take() {
                     self.rwo_claims = m;
+                }
+            }
+            WatchedKind::Deployment | WatchedKind::StatefulSet => {
+                let workload_kind = if kind == WatchedKind::Deployment {
+                    WorkloadKind::Deployment
+                } else {
+                    WorkloadKind::StatefulSet
+                };
+                if let Some(m) = self.relist.workloads.remove(&workload_kind) {
+                    self.workloads.retain(|_, w| w.kind != workload_kind);
+                    self.workloads.extend(m);
+                }
+            }
+            WatchedKind::ReplicaSet => {
+                if let Some(m) = self.relist.replica_sets.take() {
+                    self.replica_sets = m;
                 }
             }
         }
@@ -288,6 +329,54 @@ impl ClusterState {
         }
     }
 
+    /// A Deployment or StatefulSet was added or changed.
+    pub fn apply_workload(&mut self, workload: WorkloadView) -> Change {
+        if let Some(relist) = self.relist.workloads.get_mut(&workload.kind) {
+            relist.insert(workload.uid.clone(), workload);
+            return Change::None;
+        }
+        match self.workloads.insert(workload.uid.clone(), workload.clone()) {
+            Some(old) if old == workload => Change::None,
+            _ => Change::Relevant,
+        }
+    }
+
+    pub fn delete_workload(&mut self, uid: &str) -> Change {
+        if self.workloads.remove(uid).is_some() { Change::Relevant } else { Change::None }
+    }
+
+    pub fn apply_replica_set(&mut self, rs: ReplicaSetView) -> Change {
+        if let Some(relist) = self.relist.replica_sets.as_mut() {
+            relist.insert(rs.uid.clone(), rs);
+            return Change::None;
+        }
+        match self.replica_sets.insert(rs.uid.clone(), rs.clone()) {
+            Some(old) if old == rs => Change::None,
+            _ => Change::Relevant,
+        }
+    }
+
+    pub fn delete_replica_set(&mut self, uid: &str) -> Change {
+        if self.replica_sets.remove(uid).is_some() { Change::Relevant } else { Change::None }
+    }
+
+    /// The blocked Recreate Deployments and StatefulSets at `now`.
+    pub fn rollout_analysis(&self, now: Timestamp) -> RolloutAnalysis {
+        let pods: Vec<PodView> = self.pods.values().map(|r| r.view.clone()).collect();
+        self.analyze(&pods, now)
+    }
+
+    fn analyze(&self, pods: &[PodView], now: Timestamp) -> RolloutAnalysis {
+        let workloads: Vec<WorkloadView> = self.workloads.values().cloned().collect();
+        blocked_rollouts(
+            &workloads,
+            &self.replica_sets,
+            pods,
+            |node| self.nodes.get(node).map(|n| n.observation.readiness == Readiness::Ready),
+            now,
+        )
+    }
+
     /// Whether every kind has completed its initial list.
     pub fn synced(&self) -> bool {
         WatchedKind::ALL.iter().all(|k| self.sync.listed.contains(k))
@@ -349,6 +438,16 @@ impl ClusterState {
                 view
             })
             .collect();
+        let mut pods: Vec<PodView> = pods;
+        let analysis = self.analyze(&pods, now);
+        let blocking: HashMap<&str, &WorkloadRef> = analysis
+            .blocked
+            .iter()
+            .flat_map(|b| b.pods.iter().map(move |p| (p.uid.as_str(), &b.workload)))
+            .collect();
+        for pod in &mut pods {
+            pod.blocks_rollout = blocking.get(pod.uid.as_str()).map(|w| (*w).clone());
+        }
         Observed {
             nodes,
             pods,

@@ -17,13 +17,15 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 
-use super::observe::NODE_LEASE_NAMESPACE;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
+
+use super::observe::{NODE_LEASE_NAMESPACE, deployment_view, replica_set_view, stateful_set_view};
 use super::state::{Change, ClusterState, WatchedKind};
 use crate::metrics::Metrics;
 
 pub type SharedState = Arc<RwLock<ClusterState>>;
 
-/// Starts the five watches. Each runs until the process ends, retrying with backoff.
+/// Starts the watches, one per kind. Each runs until the process ends, retrying with backoff.
 pub fn spawn_watches(
     client: Client,
     state: SharedState,
@@ -62,6 +64,29 @@ pub fn spawn_watches(
             ctx.clone(),
             |s, n: &Namespace, _| s.apply_namespace(n),
             |s, n: &Namespace| s.delete_namespace(&n.name_any()),
+        ),
+        spawn(
+            Api::<Deployment>::all(client.clone()),
+            WatchedKind::Deployment,
+            ctx.clone(),
+            |s, d: &Deployment, _| s.apply_workload(deployment_view(d)),
+            |s, d: &Deployment| s.delete_workload(d.metadata.uid.as_deref().unwrap_or_default()),
+        ),
+        spawn(
+            Api::<StatefulSet>::all(client.clone()),
+            WatchedKind::StatefulSet,
+            ctx.clone(),
+            |s, st: &StatefulSet, _| s.apply_workload(stateful_set_view(st)),
+            |s, st: &StatefulSet| s.delete_workload(st.metadata.uid.as_deref().unwrap_or_default()),
+        ),
+        spawn(
+            Api::<ReplicaSet>::all(client.clone()),
+            WatchedKind::ReplicaSet,
+            ctx.clone(),
+            |s, rs: &ReplicaSet, _| s.apply_replica_set(replica_set_view(rs)),
+            |s, rs: &ReplicaSet| {
+                s.delete_replica_set(rs.metadata.uid.as_deref().unwrap_or_default())
+            },
         ),
         spawn(
             Api::<PersistentVolumeClaim>::all(client),

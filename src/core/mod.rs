@@ -12,6 +12,7 @@ pub mod duration;
 pub mod node;
 pub mod plan;
 pub mod policy;
+pub mod rollouts;
 pub mod selector;
 pub mod status;
 

@@ -14,6 +14,7 @@ use super::budget::{RATE_WINDOW, Window, add};
 use super::duration::format_duration;
 use super::node::{NodeState, NodeSummary, NodeView, summarize_node};
 use super::policy::{MaxUnhealthy, ValidatedPolicy};
+pub use super::rollouts::WorkloadRef;
 use crate::crd::{ActionKind, FencingRequirement, OwnerKind};
 
 /// A pod's controlling owner reference.
@@ -64,6 +65,9 @@ pub struct PodView {
     pub excluded: bool,
     /// `status.phase`, for reports.
     pub phase: Option<String>,
+    /// The Recreate Deployment or StatefulSet whose rollout this pod blocks, if any (filled by
+    /// the controller from [`crate::core::rollouts::blocked_rollouts`]).
+    pub blocks_rollout: Option<WorkloadRef>,
 }
 
 impl PodView {
@@ -174,7 +178,10 @@ impl fmt::Display for NotEligible {
             NotEligible::CachesNotSynced => {
                 write!(f, "watches not synced yet: no evidence is trusted")
             }
-            NotEligible::RuleDisabled => write!(f, "stuckTerminating is disabled in this policy"),
+            NotEligible::RuleDisabled => write!(
+                f,
+                "stuckTerminating is disabled in this policy (and recreateRollouts does not apply)"
+            ),
             NotEligible::PodExcluded => write!(f, "pod annotated remediator.io/exclude=true"),
             NotEligible::NodeExcluded => write!(f, "node annotated remediator.io/exclude=true"),
             NotEligible::MirrorPod => write!(f, "mirror (static) pods are never touched"),
@@ -251,6 +258,8 @@ pub struct ForceDelete {
     /// The instant the pod became due (latest of node death and `deletionTimestamp + delay`);
     /// rate limiting may act later. Latency is measured from here.
     pub threshold: Timestamp,
+    /// The workload whose rollout the pod blocks, told in an Event when it is released.
+    pub blocks_rollout: Option<WorkloadRef>,
 }
 
 /// Something the writer should do (or record, in DryRun).
@@ -524,6 +533,11 @@ pub fn plan(observed: &Observed, policy: &ValidatedPolicy, now: Timestamp) -> Pl
                     owner: d.owner.clone(),
                     reason,
                     threshold,
+                    blocks_rollout: observed
+                        .pods
+                        .iter()
+                        .find(|p| p.uid == d.uid)
+                        .and_then(|p| p.blocks_rollout.clone()),
                 }));
             }
         }
@@ -565,8 +579,13 @@ fn pod_gate(
     if observed.watch_synced_at.is_none() {
         return blocked(NotEligible::CachesNotSynced);
     }
-    let Some(delay) = policy.stuck_terminating_delay else {
-        return blocked(NotEligible::RuleDisabled);
+    // A pod that blocks a rollout may also be released by recreateRollouts; the shorter
+    // delay of the rules that apply wins.
+    let recreate = pod.blocks_rollout.as_ref().and(policy.recreate_rollouts_delay);
+    let delay = match (policy.stuck_terminating_delay, recreate) {
+        (Some(a), Some(b)) => a.min(b),
+        (Some(d), None) | (None, Some(d)) => d,
+        (None, None) => return blocked(NotEligible::RuleDisabled),
     };
     if pod.excluded {
         return blocked(NotEligible::PodExcluded);
@@ -623,8 +642,13 @@ fn pod_gate(
         (None, Some(e)) => format!("; fenced: {}", e.describe()),
         (_, None) => "; no fencing required".to_string(),
     };
+    let blocking = pod
+        .blocks_rollout
+        .as_ref()
+        .map(|w| format!("; blocks the rollout of {w}"))
+        .unwrap_or_default();
     let reason = format!(
-        "Terminating since {deleted_at}{} + delayAfterGrace {} passed at {due}; node {} {}{fencing}",
+        "Terminating since {deleted_at}{} + delayAfterGrace {} passed at {due}; node {} {}{fencing}{blocking}",
         grace.unwrap_or_default(),
         format_duration(delay),
         node.name,
@@ -697,6 +721,7 @@ mod tests {
             has_rwo_volume: false,
             excluded: false,
             phase: Some("Running".into()),
+            blocks_rollout: None,
         }
     }
 
@@ -1439,5 +1464,66 @@ mod tests {
                 .to_string(),
             "node not dead before 2026-01-01T00:11:00Z: Ready=Unknown"
         );
+    }
+
+    #[test]
+    fn recreate_rollouts_rule_applies_to_blocking_pods_only() {
+        use crate::core::rollouts::{WorkloadKind, WorkloadRef};
+        let blocking = |p: &mut PodView| {
+            p.blocks_rollout = Some(WorkloadRef {
+                kind: WorkloadKind::Deployment,
+                namespace: "default".into(),
+                name: "web".into(),
+                uid: "d".into(),
+            });
+        };
+        // deletionTimestamp 00:08:00; now is NOW. (case, stuckTerminating, recreate delay,
+        // blocks a rollout, expected verdict)
+        let off = |s: &mut RemediationPolicySpec| s.stuck_terminating.enabled = false;
+        let table: Vec<(&str, SpecFn, bool, Result<(), NotEligible>)> = vec![
+            ("blocking pod, only recreateRollouts", off, true, Ok(())),
+            ("non-blocking pod, only recreateRollouts", off, false, Err(NotEligible::RuleDisabled)),
+            (
+                "both rules disabled",
+                |s| {
+                    s.stuck_terminating.enabled = false;
+                    s.recreate_rollouts.enabled = false;
+                },
+                true,
+                Err(NotEligible::RuleDisabled),
+            ),
+            (
+                "the shorter delay wins for a blocking pod",
+                |s| {
+                    s.stuck_terminating.delay_after_grace = "1h".into();
+                    s.recreate_rollouts.delay_after_grace = "0s".into();
+                },
+                true,
+                Ok(()),
+            ),
+            (
+                "a non-blocking pod keeps stuckTerminating's delay",
+                |s| s.stuck_terminating.delay_after_grace = "1h".into(),
+                false,
+                Err(NotEligible::WithinDelay { until: t(68, 0) }),
+            ),
+        ];
+        for (case, spec, blocks, want) in table {
+            let mut p = pod("web-1-abc", "n-dead");
+            if blocks {
+                blocking(&mut p);
+            }
+            let obs = observed(vec![node("n-dead", "dead"), node("n-ready", "ready")], vec![p]);
+            let plan = plan(&obs, &policy(spec), now());
+            assert_eq!(normalized(verdict_of(&plan, "web-1-abc")), want, "{case}");
+            if want.is_ok() {
+                let Action::ForceDelete(fd) = &plan.actions[0];
+                assert_eq!(fd.blocks_rollout.is_some(), blocks, "{case}");
+                assert!(
+                    !blocks || fd.reason.contains("blocks the rollout of Deployment default/web"),
+                    "{case}"
+                );
+            }
+        }
     }
 }

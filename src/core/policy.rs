@@ -88,6 +88,8 @@ pub struct ValidatedPolicy {
     pub fencing_needs: FencingNeeds,
     /// `stuckTerminating.delayAfterGrace`, `None` when the rule is disabled.
     pub stuck_terminating_delay: Option<SignedDuration>,
+    /// `recreateRollouts.delayAfterGrace`, `None` when the rule is disabled.
+    pub recreate_rollouts_delay: Option<SignedDuration>,
     pub max_unhealthy: MaxUnhealthy,
     pub actions_per_minute: u32,
     pub max_pods_per_owner_per_minute: u32,
@@ -115,6 +117,8 @@ pub fn validate(spec: &RemediationPolicySpec) -> Result<ValidatedPolicy, Invalid
     let lease_stale_for = duration("deadNode.leaseStaleFor", &spec.dead_node.lease_stale_for);
     let delay =
         duration("stuckTerminating.delayAfterGrace", &spec.stuck_terminating.delay_after_grace);
+    let recreate_delay =
+        duration("recreateRollouts.delayAfterGrace", &spec.recreate_rollouts.delay_after_grace);
 
     let min_lease = parse_duration(MIN_LEASE_STALE_FOR).unwrap_or(SignedDuration::ZERO);
     if let Some(d) = lease_stale_for
@@ -209,6 +213,7 @@ pub fn validate(spec: &RemediationPolicySpec) -> Result<ValidatedPolicy, Invalid
                 fencing,
                 fencing_needs,
                 stuck_terminating_delay: spec.stuck_terminating.enabled.then_some(delay),
+                recreate_rollouts_delay: recreate_delay.filter(|_| spec.recreate_rollouts.enabled),
                 max_unhealthy,
                 actions_per_minute,
                 max_pods_per_owner_per_minute,

@@ -92,6 +92,13 @@ pub struct RemediationPolicySpec {
     /// UID precondition), which unblocks Recreate rollouts and StatefulSets.
     pub stuck_terminating: StuckTerminatingSpec,
 
+    /// Releasing the pods that block a Recreate Deployment's rollout or a StatefulSet (old pods
+    /// Terminating on dead nodes), with a delay of its own. Blocked rollouts are reported
+    /// (Events on the workload, metrics, status) whatever this rule says; this rule only decides
+    /// whether and when their blocking pods are released. The pods must pass every other check
+    /// of this policy: scope, dead node, fencing, circuit breaker, rate limits.
+    pub recreate_rollouts: RecreateRolloutsSpec,
+
     /// Storm guards: when to stop acting, and how fast to act.
     pub safety: SafetySpec,
 }
@@ -107,6 +114,7 @@ impl Default for RemediationPolicySpec {
             owner_kinds: OwnerKind::ALL.to_vec(),
             dead_node: DeadNodeSpec::default(),
             stuck_terminating: StuckTerminatingSpec::default(),
+            recreate_rollouts: RecreateRolloutsSpec::default(),
             safety: SafetySpec::default(),
         }
     }
@@ -295,6 +303,27 @@ pub struct StuckTerminatingSpec {
     pub delay_after_grace: String,
 }
 
+/// Releasing pods that block a rollout.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+pub struct RecreateRolloutsSpec {
+    /// Whether this rule runs. Default true.
+    pub enabled: bool,
+
+    /// How long after its deletionTimestamp a pod that blocks a rollout is released (when its
+    /// node is dead, and fenced where required). When stuckTerminating also applies, the
+    /// shorter delay wins. Go duration. Default "0s": a blocked rollout waits for nothing but
+    /// the evidence that the node is dead.
+    #[schemars(length(max = 32), pattern(DURATION_PATTERN))]
+    pub delay_after_grace: String,
+}
+
+impl Default for RecreateRolloutsSpec {
+    fn default() -> Self {
+        RecreateRolloutsSpec { enabled: true, delay_after_grace: "0s".into() }
+    }
+}
+
 impl Default for StuckTerminatingSpec {
     fn default() -> Self {
         StuckTerminatingSpec { enabled: true, delay_after_grace: "30s".into() }
@@ -388,6 +417,24 @@ pub struct RemediationPolicyStatus {
     /// The latest actions and would-be actions, newest first, at most 20.
     #[schemars(length(max = 20))]
     pub recent_actions: Vec<RecentAction>,
+
+    /// Recreate Deployments and StatefulSets blocked by Terminating pods on this policy's
+    /// nodes, at most 20.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 20))]
+    pub blocked_rollouts: Vec<BlockedRolloutStatus>,
+}
+
+/// A workload whose rollout is blocked, and by what.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BlockedRolloutStatus {
+    /// Deployment or StatefulSet.
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    /// The blocking pods as `pod on node: cause`.
+    pub blocking_pods: Vec<String>,
 }
 
 /// One action taken, or that would have been taken in DryRun.
@@ -592,8 +639,8 @@ mod tests {
         }
         assert_eq!(
             yaml.matches("pattern: ^([0-9]+(ms|s|m|h))+$").count(),
-            3,
-            "three duration fields"
+            4,
+            "four duration fields"
         );
     }
 

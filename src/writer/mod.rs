@@ -11,12 +11,14 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Client, Resource, ResourceExt};
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
+use crate::core::rollouts::WorkloadRef;
 use crate::core::{Action, ForceDelete};
 use crate::crd::{
     ActionKind, ActionResult, Mode, RecentAction, RemediationPolicy, RemediationPolicyStatus,
 };
+use crate::leader::LeaderGuard;
 use crate::metrics::{ActionLabels, DelayLabels, Metrics};
 use crate::{Error, Result};
 
@@ -32,6 +34,9 @@ pub struct Writer {
     client: Client,
     recorder: Recorder,
     metrics: Arc<Metrics>,
+    /// Checked right before every mutation (DELETE, status patch, Event): a replica that does
+    /// not hold the leader Lease sends none.
+    leader: LeaderGuard,
 }
 
 /// What happened to one planned action.
@@ -46,7 +51,13 @@ impl Writer {
     /// `instance` names this replica in Events (e.g. the pod name).
     pub fn new(client: Client, metrics: Arc<Metrics>, instance: Option<String>) -> Self {
         let reporter = Reporter { controller: CONTROLLER_NAME.into(), instance };
-        Writer { recorder: Recorder::new(client.clone(), reporter), client, metrics }
+        let recorder = Recorder::new(client.clone(), reporter);
+        Writer { recorder, client, metrics, leader: LeaderGuard::always() }
+    }
+
+    /// Mutates only while `leader` is open (by default always: no leader election).
+    pub fn with_leader_guard(self, leader: LeaderGuard) -> Self {
+        Writer { leader, ..self }
     }
 
     /// Carries out (Enforce) or records (DryRun) a plan's actions, oldest threshold first.
@@ -89,6 +100,20 @@ impl Writer {
         let at = now();
         self.account(policy_name, mode, kind, result, fd.threshold, at);
         self.pod_event(policy_name, mode, &fd, result, detail.as_deref()).await;
+        if let Some(workload) = &fd.blocks_rollout {
+            let (reason, verb) = match (mode, result) {
+                (Mode::DryRun, _) => ("WouldReleaseBlockingPod", "would force-delete"),
+                (Mode::Enforce, ActionResult::Done) => ("ReleasedBlockingPod", "force-deleted"),
+                (Mode::Enforce, _) => ("ReleaseBlockingPodSkipped", "did not force-delete"),
+            };
+            let note = format!(
+                "[{}] policy {policy_name} {verb} pod {} to unblock this rollout: {}",
+                mode.as_str(),
+                fd.name,
+                fd.reason
+            );
+            self.workload_event(workload, EventType::Warning, reason, note).await;
+        }
         let fields = (fd.namespace.as_str(), fd.name.as_str(), fd.node.as_str());
         match result {
             ActionResult::Failed => warn!(
@@ -160,6 +185,9 @@ impl Writer {
             }),
             ..DeleteParams::default()
         };
+        if !self.leader.may_act() {
+            return (ActionResult::Failed, Some("not the leader: refused to delete".into()));
+        }
         match pods.delete(&fd.name, &params).await {
             Ok(_) => (ActionResult::Done, None),
             Err(kube::Error::Api(s)) if s.code == 404 => {
@@ -260,6 +288,25 @@ impl Writer {
         self.policy_event(policy, EventType::Warning, reason, "ForceDelete", note).await;
     }
 
+    /// Publishes an Event on a Deployment or StatefulSet.
+    pub async fn workload_event(
+        &self,
+        workload: &WorkloadRef,
+        type_: EventType,
+        reason: &str,
+        note: String,
+    ) {
+        let reference = ObjectReference {
+            api_version: Some("apps/v1".into()),
+            kind: Some(workload.kind.as_str().into()),
+            namespace: Some(workload.namespace.clone()),
+            name: Some(workload.name.clone()),
+            uid: Some(workload.uid.clone()),
+            ..ObjectReference::default()
+        };
+        self.event(&reference, type_, reason, "Report", note).await;
+    }
+
     /// Publishes an Event on the policy.
     pub async fn policy_event(
         &self,
@@ -281,6 +328,10 @@ impl Writer {
         action: &str,
         mut note: String,
     ) {
+        if !self.leader.may_act() {
+            debug!(reason, "not the leader: Event not published");
+            return;
+        }
         // The Events API limits notes to 1 kB.
         if note.len() > 1000 {
             let mut cut = 990;
@@ -304,6 +355,9 @@ impl Writer {
 
     /// Writes a policy's status (merge patch of the status subresource).
     pub async fn patch_status(&self, name: &str, status: &RemediationPolicyStatus) -> Result<()> {
+        if !self.leader.may_act() {
+            return Err(Error::NotLeader { operation: "write a policy status" });
+        }
         let api: Api<RemediationPolicy> = Api::all(self.client.clone());
         let patch = serde_json::json!({ "status": status });
         let params =

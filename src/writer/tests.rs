@@ -38,6 +38,7 @@ fn action() -> Action {
         owner: None,
         reason: "node n1 dead".into(),
         threshold: Timestamp::UNIX_EPOCH,
+        blocks_rollout: None,
     })
 }
 

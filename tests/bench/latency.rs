@@ -12,9 +12,10 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use futures::StreamExt;
 use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use serde_json::json;
 use support::operator::Operator;
@@ -68,6 +69,20 @@ async fn scenario(cluster: &Cluster) -> Result<()> {
     }
     let total = VICTIMS * PODS_PER_NODE;
     env.wait_pods_ready("bench=yes", total).await?;
+    // A Recreate Deployment on the first victim, rolled out once its pod is stuck.
+    let shop: Deployment = serde_json::from_value(json!({
+        "metadata": { "name": "shop" },
+        "spec": {
+            "replicas": 1, "strategy": { "type": "Recreate" },
+            "selector": { "matchLabels": { "app": "shop" } },
+            "template": { "metadata": { "labels": { "app": "shop" } }, "spec": {
+                "nodeSelector": { "kubernetes.io/hostname": victims[0] },
+                "terminationGracePeriodSeconds": 1,
+                "containers": [{ "name": "c", "image": "registry.invalid/shop:1" }] } },
+        },
+    }))?;
+    env.api::<Deployment>().create(&PostParams::default(), &shop).await?;
+    let old_shop = env.wait_pods_ready("app=shop", 1).await?.remove(0);
 
     // Record when each pod disappears, as a watch sees it.
     let gone: std::sync::Arc<tokio::sync::Mutex<HashMap<String, Timestamp>>> = Default::default();
@@ -91,6 +106,19 @@ async fn scenario(cluster: &Cluster) -> Result<()> {
         "latency: {VICTIMS} nodes killed with {total} pods; waiting for the policy's thresholds (~{LEASE_STALE_FOR}s)"
     );
     let gone_ref = &gone;
+    let shop_pods = env.pods();
+    let old_name = old_shop.metadata.name.clone().unwrap_or_default();
+    wait_for("the shop pod to be Terminating", Duration::from_secs(60), || async {
+        Ok(shop_pods.get(&old_name).await?.metadata.deletion_timestamp.map(|_| ()))
+    })
+    .await?;
+    let patch = json!({ "spec": { "template": { "spec": {
+        "nodeSelector": { "kubernetes.io/hostname": env.healthy_node },
+        "containers": [{ "name": "c", "image": "registry.invalid/shop:2" }],
+    }}}});
+    env.api::<Deployment>()
+        .patch("shop", &PatchParams::default(), &Patch::Strategic(&patch))
+        .await?;
     wait_for("every pod force-deleted", Duration::from_secs(180), || async move {
         Ok((gone_ref.lock().await.len() == total).then_some(()))
     })
@@ -99,8 +127,9 @@ async fn scenario(cluster: &Cluster) -> Result<()> {
 
     // Each pod's due instant, from the same objects the operator reads.
     let mut delays = Vec::new();
+    let mut dead_instants = Vec::new();
     let leases: Api<Lease> = Api::namespaced(env.client.clone(), "kube-node-lease");
-    let gone = gone.lock().await;
+    let gone = gone.lock().await.clone();
     for (n, node) in victims.iter().enumerate() {
         let node_obj = env.nodes().get(node).await?;
         let transition = node_obj
@@ -114,6 +143,7 @@ async fn scenario(cluster: &Cluster) -> Result<()> {
             leases.get(node).await?.spec.and_then(|s| s.renew_time).context("no renewTime")?.0;
         let dead = (transition + SignedDuration::from_secs(NOT_READY_FOR))
             .max(renewed + SignedDuration::from_secs(LEASE_STALE_FOR));
+        dead_instants.push(dead);
         for i in 0..PODS_PER_NODE {
             let name = format!("p{n}-{i}");
             let Some(at) = gone.get(&name) else { continue };
@@ -129,6 +159,21 @@ async fn scenario(cluster: &Cluster) -> Result<()> {
         pct(0.5),
         pct(0.99),
         pct(1.0)
+    );
+    let old_hash =
+        old_shop.metadata.labels.as_ref().and_then(|l| l.get("pod-template-hash").cloned());
+    let new_pod = wait_for("the new ReplicaSet's pod to run", Duration::from_secs(60), || async {
+        let pods = env.wait_pods_ready("app=shop", 1).await?;
+        Ok(pods.into_iter().find(|p| {
+            p.metadata.labels.as_ref().and_then(|l| l.get("pod-template-hash").cloned()) != old_hash
+        }))
+    })
+    .await?;
+    let created = new_pod.metadata.creation_timestamp.map(|t| t.0).unwrap_or_default();
+    let shop_dead = dead_instants.first().copied().unwrap_or(created);
+    println!(
+        "  Recreate rollout: threshold -> new ReplicaSet's first pod created: {:.3}s (creationTimestamp has 1 s resolution)",
+        created.duration_since(shop_dead).as_secs_f64()
     );
     let metrics = operator.metrics().await?;
     println!(

@@ -25,6 +25,7 @@ use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
 };
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Secret};
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -135,6 +136,30 @@ const NEEDED: &[Need] = &[
         why: "claim access modes for requireFencingFor: [ReadWriteOnce] (the claim watch)",
     },
     Need {
+        scope: Scope::Cluster,
+        group: "apps",
+        resource: "deployments",
+        names: &[],
+        verbs: &["list", "watch"],
+        why: "Recreate rollouts blocked by Terminating pods (controllers/rollouts.rs)",
+    },
+    Need {
+        scope: Scope::Cluster,
+        group: "apps",
+        resource: "statefulsets",
+        names: &[],
+        verbs: &["list", "watch"],
+        why: "StatefulSets blocked by a Terminating pod (controllers/rollouts.rs)",
+    },
+    Need {
+        scope: Scope::Cluster,
+        group: "apps",
+        resource: "replicasets",
+        names: &[],
+        verbs: &["list", "watch"],
+        why: "which Deployment owns a Terminating pod's ReplicaSet, and whether it is scaled down",
+    },
+    Need {
         scope: Scope::NodeLeases,
         group: "coordination.k8s.io",
         resource: "leases",
@@ -172,17 +197,17 @@ const NEEDED: &[Need] = &[
         resource: "leases",
         names: &[],
         verbs: &["create"],
-        why: "leader election (leaderElection.enabled): the first replica creates the Lease; \
-              create cannot be limited to a name",
+        why: "leader election (src/leader.rs, leaderElection.enabled): the first replica \
+              creates the Lease; create cannot be limited to a name",
     },
     Need {
         scope: Scope::Release,
         group: "coordination.k8s.io",
         resource: "leases",
         names: &[LEADER_LEASE],
-        verbs: &["get", "update", "patch"],
-        why: "leader election: read, renew and take over the one Lease (update or patch, \
-              whichever the implementation uses: narrow this when --leader-elect lands)",
+        verbs: &["get", "update"],
+        why: "leader election (src/leader.rs): every round reads the one Lease; renewal, \
+              takeover and release are updates (PUT) carrying the resourceVersion just read",
     },
 ];
 
@@ -273,6 +298,9 @@ fn refused() -> Vec<Grant> {
         g(Release, "coordination.k8s.io", "leases", "", "list"),
         g(Release, "coordination.k8s.io", "leases", "", "delete"),
         g(Release, "coordination.k8s.io", "leases", "someone-else", "update"),
+        g(Release, "coordination.k8s.io", "leases", LEADER_LEASE, "patch"),
+        g(Release, "coordination.k8s.io", "leases", LEADER_LEASE, "delete"),
+        g(Release, "coordination.k8s.io", "leases", LEADER_LEASE, "watch"),
         // Events: events.k8s.io only, never deleted.
         g(Cluster, "events.k8s.io", "events", "", "delete"),
         g(Cluster, "", "events", "", "create"),
@@ -445,10 +473,13 @@ fn lint_and_template_are_clean() -> Result<()> {
         pod["topologySpreadConstraints"]
     );
     let args = strings(&pod["containers"][0]["args"]);
-    ensure!(
-        !args.iter().any(|a| a.starts_with("--leader-elect")),
-        "--leader-elect is passed by default, but the binary does not accept it yet: {args:?}"
-    );
+    for arg in [
+        "--leader-elect=true".to_string(),
+        format!("--leader-election-namespace={DEFAULT_RELEASE}"),
+        format!("--leader-election-lease={LEADER_LEASE}"),
+    ] {
+        ensure!(args.contains(&arg), "{arg} is not passed by default: {args:?}");
+    }
     ensure!(
         str_at(pod, "/containers/0/image").ends_with(&format!(":{}", env!("CARGO_PKG_VERSION"))),
         "the default image is not the crate's version: {}",
@@ -457,15 +488,19 @@ fn lint_and_template_are_clean() -> Result<()> {
     let policy = one(&docs, "RemediationPolicy")?;
     ensure!(policy["spec"]["mode"] == "DryRun", "the default policy: {}", policy["spec"]);
 
-    // leaderElection.passFlag renders the flag with leaderElection.enabled.
+    // leaderElection.enabled=false: the flag says so, and no Lease is granted.
     let docs = documents(&helm.template(
         DEFAULT_RELEASE,
         DEFAULT_RELEASE,
-        &["--set", "leaderElection.passFlag=true", "--set", "leaderElection.enabled=false"],
+        &["--set", "leaderElection.enabled=false"],
     )?)?;
     let args =
         strings(&one(&docs, "Deployment")?["spec"]["template"]["spec"]["containers"][0]["args"]);
     ensure!(args.contains(&"--leader-elect=false".to_string()), "args: {args:?}");
+    ensure!(
+        !args.iter().any(|a| a.starts_with("--leader-election-")),
+        "Lease arguments without leader election: {args:?}"
+    );
     ensure!(of_kind(&docs, "Role").len() == 1, "the leader-election Role without leader election");
     Ok(())
 }
@@ -700,7 +735,7 @@ fn values_schema_refuses_bad_values() -> Result<()> {
         (&["--set", "metrics.port=70000"], "/metrics/port"),
         (&["--set", "defaultPolicy.spec.mode=Audit"], "/defaultPolicy/spec/mode"),
         (&["--set", "defaultPolicy.name=Not_A_Name"], "/defaultPolicy/name"),
-        (&["--set-string", "leaderElection.passFlag=true"], "/leaderElection/passFlag"),
+        (&["--set-string", "leaderElection.enabled=true"], "/leaderElection/enabled"),
         (&["--set", "log.format=xml"], "/log/format"),
         (&["--set", "serviceMonitor.interval=30"], "/serviceMonitor/interval"),
         // A typo is an error, not a silently ignored value.
@@ -1111,7 +1146,16 @@ async fn installed_chart_grants_enough_and_no_more(env: &TestEnv) -> Result<()> 
     })
     .await
     .with_context(|| format!("see {}", operator.log.display()))?;
-    operator.stop();
+    // It took the chart's leader Lease (create, get) in the release namespace, and hands it
+    // back (update) on SIGTERM.
+    let leader = operator.metric("kube_remediator_leader", &[]).await?;
+    ensure!(leader == Some(1.0), "kube_remediator_leader = {leader:?}: the Lease was not taken");
+    let status = operator.terminate(Duration::from_secs(10))?;
+    ensure!(status.success(), "the operator exited with {status} on SIGTERM");
+    let lease =
+        Api::<Lease>::namespaced(env.client.clone(), &env.namespace).get(LEADER_LEASE).await?;
+    let holder = lease.spec.and_then(|s| s.holder_identity);
+    ensure!(holder.is_none(), "the Lease is still held by {holder:?} after SIGTERM");
 
     // `kube-remediator plan`, which NOTES.txt tells users to run in the pod, works with the
     // same grants.

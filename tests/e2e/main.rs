@@ -10,8 +10,10 @@ mod support;
 mod chart;
 mod control_plane;
 mod fixtures;
+mod leader;
 mod operator_errors;
 mod policy_validation;
+mod rollouts;
 mod stuck_terminating;
 
 fn main() {
@@ -25,7 +27,9 @@ fn main() {
         policy_validation::trials(),
         stuck_terminating::trials(),
         operator_errors::trials(),
+        rollouts::trials(),
         chart::trials(),
+        leader::trials(),
     ]
     .into_iter()
     .flatten()

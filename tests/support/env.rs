@@ -7,6 +7,7 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -98,6 +99,38 @@ impl TestEnv {
             .with_context(|| format!("creating node {name}"))?;
         self.wait_node_ready(&name, "True").await?;
         Ok(name)
+    }
+
+    /// Creates a Ready node `<test>-<suffix>` that kwok does not manage: this test heartbeats it
+    /// (Ready condition and Lease) until the returned guard is dropped, and nothing ever
+    /// finalizes its pods, like a live kubelet stuck on an unmount. Returns its name.
+    pub async fn add_live_node_without_kubelet(&self, suffix: &str) -> Result<(String, Heartbeat)> {
+        let name = format!("{}-{suffix}", self.name);
+        let node: Node = serde_json::from_value(json!({
+            "metadata": {
+                "name": name,
+                "labels": {
+                    ZONE_LABEL: self.zone,
+                    HOSTNAME_LABEL: name,
+                    TEST_LABEL: self.name,
+                    "kubernetes.io/os": "linux",
+                },
+            },
+            "status": {
+                "capacity": { "cpu": "32", "memory": "256Gi", "pods": "110" },
+                "allocatable": { "cpu": "32", "memory": "256Gi", "pods": "110" },
+            },
+        }))?;
+        self.nodes().create(&PostParams::default(), &node).await?;
+        let (client, node_name) = (self.client.clone(), name.clone());
+        let task = tokio::spawn(async move {
+            loop {
+                let _ = heartbeat(&client, &node_name).await;
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+        });
+        self.wait_node_ready(&name, "True").await?;
+        Ok((name, Heartbeat(task)))
     }
 
     /// Kills a node the way a powered-off machine dies: kwok stops renewing its Lease and stops
@@ -230,6 +263,36 @@ impl TestEnv {
         let lp = ListParams::default().labels(&format!("{TEST_LABEL}={}", self.name));
         let _ = self.nodes().delete_collection(&DeleteParams::default(), &lp).await;
     }
+}
+
+/// Stops a test-driven node heartbeat when dropped.
+pub struct Heartbeat(tokio::task::JoinHandle<()>);
+
+impl Drop for Heartbeat {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// One heartbeat of a node without kubelet: Ready=True and a renewed Lease.
+async fn heartbeat(client: &kube::Client, node: &str) -> Result<()> {
+    let now = jiff::Timestamp::now();
+    let status = json!({ "status": { "conditions": [{
+        "type": "Ready", "status": "True", "reason": "KubeletReady",
+        "message": "heartbeat from the test", "lastHeartbeatTime": now.to_string(),
+    }]}});
+    Api::<Node>::all(client.clone())
+        .patch_status(node, &PatchParams::default(), &Patch::Strategic(&status))
+        .await?;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
+    let lease = json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": { "name": node, "namespace": "kube-node-lease" },
+        "spec": { "holderIdentity": node, "leaseDurationSeconds": 10,
+                  "renewTime": now.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string() },
+    });
+    leases.patch(node, &PatchParams::apply("e2e-heartbeat").force(), &Patch::Apply(&lease)).await?;
+    Ok(())
 }
 
 /// The status of a node's Ready condition, if it has one.

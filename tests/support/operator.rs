@@ -1,13 +1,15 @@
 //! Runs the kube-remediator binary against the test control plane as its own user
 //! ([`super::pki::OPERATOR_USER`]), serving only the policies labelled with one test's name.
+//! Each test's operators elect their leader on a Lease of their own, named after the test in
+//! its namespace: a single operator takes it at once, and the tests never see each other's.
 
 use std::fs::File;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, bail, ensure};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::cluster::{Cluster, free_port};
@@ -38,20 +40,40 @@ pub struct Operator {
 
 impl Operator {
     /// Starts `kube-remediator run` for the policies of `env`'s test and waits until it is
-    /// ready (every watch synced).
+    /// ready (every watch synced, and the leader Lease of the test taken).
     pub async fn start(cluster: &Cluster, env: &TestEnv) -> Result<Operator> {
-        let args: Vec<String> = [
+        Self::start_replica(cluster, env, "", &[]).await
+    }
+
+    /// Like [`Operator::start`], for one of several replicas of the test's operator: they share
+    /// the test's leader Lease, `replica` names this one (its `--instance` is
+    /// `e2e-<test>-<replica>`, its log `operator-<test>-<replica>.log`), and `extra` are more
+    /// arguments of `run`. Waits until it is ready: a follower is ready too.
+    pub async fn start_replica(
+        cluster: &Cluster,
+        env: &TestEnv,
+        replica: &str,
+        extra: &[&str],
+    ) -> Result<Operator> {
+        let name =
+            if replica.is_empty() { env.name.clone() } else { format!("{}-{replica}", env.name) };
+        let mut args: Vec<String> = [
             "run",
             "--policy-selector",
             &format!("{TEST_LABEL}={}", env.name),
             "--instance",
-            &format!("e2e-{}", env.name),
+            &format!("e2e-{name}"),
+            "--leader-election-namespace",
+            &env.namespace,
+            "--leader-election-lease",
+            &env.name,
             "--log-level",
             "info,kube_remediator=debug",
         ]
         .map(String::from)
         .to_vec();
-        Self::start_with_args(cluster, &env.name, &cluster.operator_kubeconfig, &args).await
+        args.extend(extra.iter().map(|a| a.to_string()));
+        Self::start_with_args(cluster, &name, &cluster.operator_kubeconfig, &args).await
     }
 
     /// Starts `kube-remediator` with `args` (a subcommand and its options, say a Deployment's
@@ -109,10 +131,43 @@ impl Operator {
         Ok(find_metric(&text, name, labels))
     }
 
-    /// Kills the process (also done on drop).
+    /// Stops the process as Kubernetes does (also done on drop): SIGTERM, so that it hands
+    /// its leader Lease over, then SIGKILL if it is still running 5 s later.
     pub fn stop(&mut self) {
+        if self.terminate(Duration::from_secs(5)).is_err() {
+            self.kill();
+        }
+    }
+
+    /// Kills the process at once (SIGKILL): no release of anything, like a node that dies.
+    pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+
+    /// Sends SIGTERM and waits up to `timeout` for the process to exit; returns its status.
+    pub fn terminate(&mut self, timeout: Duration) -> Result<ExitStatus> {
+        if let Some(status) = self.child.try_wait()? {
+            return Ok(status);
+        }
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill").args(["-TERM", &pid]).status()?;
+        ensure!(sent.success(), "kill -TERM {pid} failed");
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                return Ok(status);
+            }
+            if Instant::now() >= deadline {
+                bail!("the operator did not exit within {timeout:?} of SIGTERM");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The exit status if the process has exited.
+    pub fn exited(&mut self) -> Result<Option<ExitStatus>> {
+        Ok(self.child.try_wait()?)
     }
 }
 

@@ -61,7 +61,8 @@ one (NODE_LEASE_NAMESPACE in src/controllers/observe.rs).
 kube-node-lease
 {{- end }}
 
-{{/* The name of the leader-election Lease, in the release namespace. */}}
+{{/* The name of the leader-election Lease, in the release namespace: the Deployment's
+--leader-election-lease and the only Lease the leader-election Role grants. */}}
 {{- define "kube-remediator.leaderLease" -}}
 kube-remediator
 {{- end }}

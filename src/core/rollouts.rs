@@ -1,0 +1,415 @@
+//! Which Recreate Deployments and StatefulSets are blocked, and by which pods.
+//!
+//! A Recreate Deployment creates its new ReplicaSet only once no pod of its old ReplicaSets is
+//! left running, Terminating ones included; a StatefulSet cannot recreate `web-0` while the old
+//! `web-0` is Terminating. This module names the workloads in that state and the pods holding
+//! them, with the reason each pod is still there. Pure: `now` and node health are inputs.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use jiff::Timestamp;
+
+use super::plan::PodView;
+
+/// A workload as the blocked-rollout analysis needs it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorkloadView {
+    pub kind: WorkloadKind,
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    /// Deployment `strategy.type: Recreate` (always false for StatefulSets).
+    pub recreate: bool,
+    /// `spec.replicas`.
+    pub replicas: i32,
+    /// Deployment `status.updatedReplicas`: pods of the current template.
+    pub updated_replicas: i32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum WorkloadKind {
+    Deployment,
+    StatefulSet,
+}
+
+impl WorkloadKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkloadKind::Deployment => "Deployment",
+            WorkloadKind::StatefulSet => "StatefulSet",
+        }
+    }
+}
+
+/// A ReplicaSet: which Deployment controls it, and how many replicas it wants.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplicaSetView {
+    pub uid: String,
+    /// UID of the controlling Deployment.
+    pub deployment_uid: Option<String>,
+    pub replicas: i32,
+}
+
+/// A reference to a blocked workload.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct WorkloadRef {
+    pub kind: WorkloadKind,
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+}
+
+impl fmt::Display for WorkloadRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}/{}", self.kind.as_str(), self.namespace, self.name)
+    }
+}
+
+/// Why a blocking pod is still there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum BlockCause {
+    /// Still within its termination grace period: nothing is wrong yet.
+    InGrace,
+    /// Past its grace on a node that is not Ready (or is gone): the kubelet cannot confirm.
+    NodeUnhealthy,
+    /// Past its grace on a Ready node: the kubelet is alive but does not finish (finalizers,
+    /// volumes, cgroups).
+    LiveNodeStuck,
+}
+
+impl BlockCause {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BlockCause::InGrace => "InGrace",
+            BlockCause::NodeUnhealthy => "NodeUnhealthy",
+            BlockCause::LiveNodeStuck => "LiveNodeStuck",
+        }
+    }
+
+    pub fn describe(self) -> &'static str {
+        match self {
+            BlockCause::InGrace => "still within its termination grace period",
+            BlockCause::NodeUnhealthy => "its node is not Ready, so no kubelet will confirm it",
+            BlockCause::LiveNodeStuck => "its node is Ready but the kubelet does not finish it",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlockingPod {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub node: String,
+    pub cause: BlockCause,
+}
+
+impl fmt::Display for BlockingPod {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} on {}: {}", self.name, self.node, self.cause.as_str())
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlockedRollout {
+    pub workload: WorkloadRef,
+    /// Every Terminating pod holding it, by name.
+    pub pods: Vec<BlockingPod>,
+}
+
+/// The analysis at one instant.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RolloutAnalysis {
+    /// Blocked workloads, by kind, namespace and name.
+    pub blocked: Vec<BlockedRollout>,
+    /// The next instant a Terminating pod's grace period ends (the analysis can change then).
+    pub next_change: Option<Timestamp>,
+}
+
+/// Finds the blocked workloads among `workloads`, given the Terminating `pods`, the
+/// ReplicaSets by UID and each node's readiness (`Some(true)` Ready, `Some(false)` not Ready,
+/// `None` unknown or deleted).
+///
+/// - A Recreate Deployment is blocked while it wants replicas, not all of them run the current
+///   template, and a pod of one of its scaled-down (replicas 0) ReplicaSets is Terminating past
+///   its grace period.
+/// - A StatefulSet is blocked while one of its pods is Terminating past its grace period (its
+///   ordinal cannot be recreated).
+///
+/// A blocked workload lists all its Terminating old pods, including those still in grace.
+pub fn blocked_rollouts(
+    workloads: &[WorkloadView],
+    replica_sets: &HashMap<String, ReplicaSetView>,
+    pods: &[PodView],
+    node_ready: impl Fn(&str) -> Option<bool>,
+    now: Timestamp,
+) -> RolloutAnalysis {
+    let mut by_workload: HashMap<&str, Vec<&PodView>> = HashMap::new();
+    for pod in pods {
+        // A pod never scheduled is deleted at once by the API server: it blocks nothing.
+        if pod.node_name.as_deref().is_none_or(str::is_empty) {
+            continue;
+        }
+        let Some(owner) = &pod.owner else { continue };
+        let workload_uid = match owner.kind.as_str() {
+            "StatefulSet" => Some(owner.uid.as_str()),
+            "ReplicaSet" => replica_sets
+                .get(&owner.uid)
+                .filter(|rs| rs.replicas == 0)
+                .and_then(|rs| rs.deployment_uid.as_deref()),
+            _ => None,
+        };
+        if let Some(uid) = workload_uid {
+            by_workload.entry(uid).or_default().push(pod);
+        }
+    }
+
+    let mut analysis = RolloutAnalysis::default();
+    for w in workloads {
+        let Some(old_pods) = by_workload.get(w.uid.as_str()) else { continue };
+        let applies = match w.kind {
+            WorkloadKind::Deployment => {
+                w.recreate && w.replicas > 0 && w.updated_replicas < w.replicas
+            }
+            WorkloadKind::StatefulSet => true,
+        };
+        if !applies {
+            continue;
+        }
+        let past_grace = |p: &PodView| p.deletion_timestamp.is_some_and(|t| t <= now);
+        for p in old_pods.iter() {
+            if let Some(t) = p.deletion_timestamp.filter(|t| *t > now) {
+                analysis.next_change = Some(analysis.next_change.map_or(t, |n| n.min(t)));
+            }
+        }
+        if !old_pods.iter().any(|p| past_grace(p)) {
+            continue;
+        }
+        let mut blocking: Vec<BlockingPod> = old_pods
+            .iter()
+            .map(|p| {
+                let node = p.node_name.clone().unwrap_or_default();
+                let cause = if !past_grace(p) {
+                    BlockCause::InGrace
+                } else if node_ready(&node) == Some(true) {
+                    BlockCause::LiveNodeStuck
+                } else {
+                    BlockCause::NodeUnhealthy
+                };
+                BlockingPod {
+                    namespace: p.namespace.clone(),
+                    name: p.name.clone(),
+                    uid: p.uid.clone(),
+                    node,
+                    cause,
+                }
+            })
+            .collect();
+        blocking.sort_by(|a, b| a.name.cmp(&b.name));
+        analysis.blocked.push(BlockedRollout {
+            workload: WorkloadRef {
+                kind: w.kind,
+                namespace: w.namespace.clone(),
+                name: w.name.clone(),
+                uid: w.uid.clone(),
+            },
+            pods: blocking,
+        });
+    }
+    analysis.blocked.sort_by(|a, b| a.workload.cmp(&b.workload));
+    analysis
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::core::OwnerRef;
+
+    fn t(s: u64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + s as i64).expect("timestamp")
+    }
+
+    fn pod(name: &str, owner_kind: &str, owner_uid: &str, node: &str, deleted: u64) -> PodView {
+        PodView {
+            namespace: "ns".into(),
+            name: name.into(),
+            uid: format!("uid-{name}"),
+            node_name: Some(node.into()),
+            labels: Default::default(),
+            namespace_labels: Arc::default(),
+            owner: Some(OwnerRef {
+                kind: owner_kind.into(),
+                name: "x".into(),
+                uid: owner_uid.into(),
+            }),
+            deletion_timestamp: Some(t(deleted)),
+            deletion_grace_seconds: Some(30),
+            is_mirror: false,
+            has_rwo_volume: false,
+            excluded: false,
+            phase: Some("Running".into()),
+            blocks_rollout: None,
+        }
+    }
+
+    fn deployment(recreate: bool, replicas: i32, updated: i32) -> WorkloadView {
+        WorkloadView {
+            kind: WorkloadKind::Deployment,
+            namespace: "ns".into(),
+            name: "legacy".into(),
+            uid: "d1".into(),
+            recreate,
+            replicas,
+            updated_replicas: updated,
+        }
+    }
+
+    fn sts() -> WorkloadView {
+        WorkloadView {
+            kind: WorkloadKind::StatefulSet,
+            namespace: "ns".into(),
+            name: "web".into(),
+            uid: "s1".into(),
+            recreate: false,
+            replicas: 1,
+            updated_replicas: 0,
+        }
+    }
+
+    fn replica_sets() -> HashMap<String, ReplicaSetView> {
+        [("old", 0), ("new", 1)]
+            .into_iter()
+            .map(|(uid, replicas)| {
+                let rs =
+                    ReplicaSetView { uid: uid.into(), deployment_uid: Some("d1".into()), replicas };
+                (uid.to_string(), rs)
+            })
+            .collect()
+    }
+
+    fn ready(node: &str) -> Option<bool> {
+        match node {
+            "live" => Some(true),
+            "dead" => Some(false),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn blocked_rollouts_table() {
+        let now = t(100);
+        // (case, workload, pods, expected blocked causes (empty = not blocked), next change)
+        type Row = (&'static str, WorkloadView, Vec<PodView>, Vec<BlockCause>, Option<Timestamp>);
+        let table: Vec<Row> = vec![
+            (
+                "Recreate, old pod past grace on a dead node",
+                deployment(true, 1, 0),
+                vec![pod("a", "ReplicaSet", "old", "dead", 50)],
+                vec![BlockCause::NodeUnhealthy],
+                None,
+            ),
+            (
+                "Recreate, old pod still in grace: not blocked yet, changes at its deadline",
+                deployment(true, 1, 0),
+                vec![pod("a", "ReplicaSet", "old", "dead", 150)],
+                vec![],
+                Some(t(150)),
+            ),
+            (
+                "Recreate, one past grace on a live node, one in grace",
+                deployment(true, 2, 0),
+                vec![
+                    pod("a", "ReplicaSet", "old", "live", 50),
+                    pod("b", "ReplicaSet", "old", "dead", 120),
+                ],
+                vec![BlockCause::LiveNodeStuck, BlockCause::InGrace],
+                Some(t(120)),
+            ),
+            (
+                "Recreate, node deleted",
+                deployment(true, 1, 0),
+                vec![pod("a", "ReplicaSet", "old", "gone", 50)],
+                vec![BlockCause::NodeUnhealthy],
+                None,
+            ),
+            (
+                "RollingUpdate is never blocked this way",
+                deployment(false, 1, 0),
+                vec![pod("a", "ReplicaSet", "old", "dead", 50)],
+                vec![],
+                None,
+            ),
+            (
+                "rollout complete (updated == replicas)",
+                deployment(true, 1, 1),
+                vec![pod("a", "ReplicaSet", "old", "dead", 50)],
+                vec![],
+                None,
+            ),
+            (
+                "scaled to zero",
+                deployment(true, 0, 0),
+                vec![pod("a", "ReplicaSet", "old", "dead", 50)],
+                vec![],
+                None,
+            ),
+            (
+                "a Terminating pod of the current ReplicaSet does not block Recreate",
+                deployment(true, 1, 0),
+                vec![pod("a", "ReplicaSet", "new", "dead", 50)],
+                vec![],
+                None,
+            ),
+            (
+                "a pod never scheduled blocks nothing",
+                deployment(true, 1, 0),
+                vec![pod("a", "ReplicaSet", "old", "", 50)],
+                vec![],
+                None,
+            ),
+            (
+                "StatefulSet pod past grace",
+                sts(),
+                vec![pod("web-0", "StatefulSet", "s1", "dead", 50)],
+                vec![BlockCause::NodeUnhealthy],
+                None,
+            ),
+            (
+                "pod of another StatefulSet",
+                sts(),
+                vec![pod("other-0", "StatefulSet", "s2", "dead", 50)],
+                vec![],
+                None,
+            ),
+        ];
+        for (case, workload, pods, causes, next) in table {
+            let got = blocked_rollouts(&[workload], &replica_sets(), &pods, ready, now);
+            let got_causes: Vec<BlockCause> =
+                got.blocked.iter().flat_map(|b| b.pods.iter().map(|p| p.cause)).collect();
+            assert_eq!(got_causes, causes, "{case}");
+            assert_eq!(got.next_change, next, "{case}");
+        }
+    }
+
+    #[test]
+    fn blocking_pod_reads_well() {
+        let p = BlockingPod {
+            namespace: "ns".into(),
+            name: "web-0".into(),
+            uid: "u".into(),
+            node: "n1".into(),
+            cause: BlockCause::NodeUnhealthy,
+        };
+        assert_eq!(p.to_string(), "web-0 on n1: NodeUnhealthy");
+        let w = WorkloadRef {
+            kind: WorkloadKind::StatefulSet,
+            namespace: "ns".into(),
+            name: "web".into(),
+            uid: "s".into(),
+        };
+        assert_eq!(w.to_string(), "StatefulSet ns/web");
+    }
+}
