@@ -1,7 +1,9 @@
 //! `cargo bench --bench latency`: how soon after its threshold instant a remediation fires,
 //! on the real test control plane. Several nodes die at once with pods on them; the operator
 //! (Enforce) force-deletes them. Prints the operator's own histogram (threshold to action) and
-//! the delay from each pod's due instant to the moment a watch saw it gone. Asserts nothing.
+//! the delay from each pod's threshold (as the operator logged it) to the moment a watch saw it
+//! gone, and the time to the first pod of a blocked Recreate Deployment's new ReplicaSet.
+//! Asserts nothing.
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -9,13 +11,12 @@ mod support;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use futures::StreamExt;
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use serde_json::json;
 use support::operator::Operator;
@@ -125,33 +126,25 @@ async fn scenario(cluster: &Cluster) -> Result<()> {
     .await?;
     watch.abort();
 
-    // Each pod's due instant, from the same objects the operator reads.
-    let mut delays = Vec::new();
-    let mut dead_instants = Vec::new();
-    let leases: Api<Lease> = Api::namespaced(env.client.clone(), "kube-node-lease");
-    let gone = gone.lock().await.clone();
-    for (n, node) in victims.iter().enumerate() {
-        let node_obj = env.nodes().get(node).await?;
-        let transition = node_obj
-            .status
-            .and_then(|s| s.conditions)
-            .and_then(|cs| cs.into_iter().find(|c| c.type_ == "Ready"))
-            .and_then(|c| c.last_transition_time)
-            .context("no Ready transition")?
-            .0;
-        let renewed =
-            leases.get(node).await?.spec.and_then(|s| s.renew_time).context("no renewTime")?.0;
-        let dead = (transition + SignedDuration::from_secs(NOT_READY_FOR))
-            .max(renewed + SignedDuration::from_secs(LEASE_STALE_FOR));
-        dead_instants.push(dead);
-        for i in 0..PODS_PER_NODE {
-            let name = format!("p{n}-{i}");
-            let Some(at) = gone.get(&name) else { continue };
-            // Evicted pods' deletionTimestamps are long past by the time the node is dead.
-            delays.push(at.duration_since(dead).as_secs_f64());
+    // Each pod's threshold as the operator computed it (its log line for the action says when
+    // the node became dead), against the moment a watch saw the pod gone.
+    let log = strip_ansi(&std::fs::read_to_string(&operator.log)?);
+    let mut thresholds: HashMap<String, Timestamp> = HashMap::new();
+    for line in log.lines().filter(|l| l.contains("force-delete pod")) {
+        let pod = line.split("pod=\"").nth(1).and_then(|r| r.split('"').next());
+        let dead = line.split("dead since ").nth(1).and_then(|r| r.split(": ").next());
+        if let (Some(pod), Some(Ok(dead))) = (pod, dead.map(str::parse::<Timestamp>)) {
+            thresholds.insert(pod.to_string(), dead);
         }
     }
+    let gone = gone.lock().await.clone();
+    let mut delays: Vec<f64> = gone
+        .iter()
+        .filter_map(|(pod, at)| thresholds.get(pod).map(|t| at.duration_since(*t).as_secs_f64()))
+        .collect();
+    let shop_dead = thresholds.get(&old_name).copied();
     delays.sort_by(|a, b| a.total_cmp(b));
+    anyhow::ensure!(!delays.is_empty(), "no action found in {}", operator.log.display());
     let pct = |p: f64| delays[((delays.len() as f64 - 1.0) * p).round() as usize];
     println!(
         "  due -> pod gone (watch): n={} p50={:.3}s p99={:.3}s max={:.3}s",
@@ -170,9 +163,9 @@ async fn scenario(cluster: &Cluster) -> Result<()> {
     })
     .await?;
     let created = new_pod.metadata.creation_timestamp.map(|t| t.0).unwrap_or_default();
-    let shop_dead = dead_instants.first().copied().unwrap_or(created);
+    let shop_dead = shop_dead.unwrap_or(created);
     println!(
-        "  Recreate rollout: threshold -> new ReplicaSet's first pod created: {:.3}s (creationTimestamp has 1 s resolution)",
+        "  Recreate rollout: threshold -> new ReplicaSet's first pod created: {:.3}s (creationTimestamp is truncated to the second: within 1 s, may read negative)",
         created.duration_since(shop_dead).as_secs_f64()
     );
     let metrics = operator.metrics().await?;
@@ -183,4 +176,22 @@ async fn scenario(cluster: &Cluster) -> Result<()> {
         println!("    {line}");
     }
     Ok(())
+}
+
+/// Drops terminal colour sequences (`ESC [ ... m`) from the operator's text log.
+fn strip_ansi(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c == 'm' {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }

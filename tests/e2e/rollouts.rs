@@ -103,22 +103,7 @@ async fn wait_deployment_event(env: &TestEnv, reason: &str, timeout: Duration) -
 
 /// When the policy considers the node dead (after the kill): 10 s NotReady and 40 s of Lease.
 async fn dead_at(env: &TestEnv, node: &str) -> Result<Timestamp> {
-    let n = env.wait_node_ready(node, "Unknown").await?;
-    let transition = n
-        .status
-        .and_then(|s| s.conditions)
-        .and_then(|cs| cs.into_iter().find(|c| c.type_ == "Ready"))
-        .and_then(|c| c.last_transition_time)
-        .context("no Ready transition")?
-        .0;
-    let lease = Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(
-        env.client.clone(),
-        "kube-node-lease",
-    )
-    .get(node)
-    .await?;
-    let renewed = lease.spec.and_then(|s| s.renew_time).context("no renewTime")?.0;
-    Ok((transition + SignedDuration::from_secs(10)).max(renewed + SignedDuration::from_secs(40)))
+    env.dead_at(node, 10, 40).await
 }
 
 async fn recreate_rollout_completes_once_the_node_is_dead(env: &TestEnv) -> Result<()> {

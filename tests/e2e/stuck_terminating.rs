@@ -9,7 +9,6 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail, ensure};
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -64,19 +63,8 @@ async fn wait_terminating(env: &TestEnv, name: &str) -> Result<Pod> {
 /// is due `delayAfterGrace` after its deletionTimestamp. Read from the same objects the
 /// operator sees; waits until the node is Unknown first.
 async fn due_instant(env: &TestEnv, node: &str, pod: &Pod) -> Result<Timestamp> {
-    let n = env.wait_node_ready(node, "Unknown").await?;
-    let transition = n
-        .status
-        .and_then(|s| s.conditions)
-        .and_then(|cs| cs.into_iter().find(|c| c.type_ == "Ready"))
-        .and_then(|c| c.last_transition_time)
-        .context("Ready condition without lastTransitionTime")?
-        .0;
-    let lease = Api::<Lease>::namespaced(env.client.clone(), "kube-node-lease").get(node).await?;
-    let renewed = lease.spec.and_then(|s| s.renew_time).context("lease without renewTime")?.0;
+    let dead = env.dead_at(node, NOT_READY_FOR, LEASE_STALE_FOR).await?;
     let deletion = pod.metadata.deletion_timestamp.as_ref().context("pod not Terminating")?.0;
-    let dead = (transition + SignedDuration::from_secs(NOT_READY_FOR))
-        .max(renewed + SignedDuration::from_secs(LEASE_STALE_FOR));
     Ok(dead.max(deletion + SignedDuration::from_secs(DELAY)))
 }
 

@@ -154,6 +154,30 @@ impl TestEnv {
         Ok(())
     }
 
+    /// When a policy with these windows counts the (killed) node as dead: Ready not True for
+    /// `not_ready_for` seconds and its Lease not renewed for `lease_stale_for` seconds, from the
+    /// same objects the operator reads. Waits until the node is Unknown first.
+    pub async fn dead_at(
+        &self,
+        node: &str,
+        not_ready_for: i64,
+        lease_stale_for: i64,
+    ) -> Result<jiff::Timestamp> {
+        let n = self.wait_node_ready(node, "Unknown").await?;
+        let transition = n
+            .status
+            .and_then(|s| s.conditions)
+            .and_then(|cs| cs.into_iter().find(|c| c.type_ == "Ready"))
+            .and_then(|c| c.last_transition_time)
+            .context("Ready condition without lastTransitionTime")?
+            .0;
+        let lease =
+            Api::<Lease>::namespaced(self.client.clone(), "kube-node-lease").get(node).await?;
+        let renewed = lease.spec.and_then(|s| s.renew_time).context("Lease without renewTime")?.0;
+        Ok((transition + jiff::SignedDuration::from_secs(not_ready_for))
+            .max(renewed + jiff::SignedDuration::from_secs(lease_stale_for)))
+    }
+
     /// Waits until the node's Ready condition has `status` (`True`, `False`, `Unknown`).
     pub async fn wait_node_ready(&self, node: &str, status: &str) -> Result<Node> {
         let nodes = self.nodes();
