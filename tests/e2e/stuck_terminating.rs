@@ -31,6 +31,7 @@ pub fn trials() -> Vec<Trial> {
         e2e!("st-statefulset-fencing", statefulset_pod_needs_fencing_and_replacement_is_spared),
         e2e!("st-scope", excluded_daemonset_and_unselected_pods_are_untouched),
         e2e!("st-circuit", circuit_breaker_blocks_deletions_when_too_many_nodes_die),
+        e2e!("st-fresh-start-waits", a_fresh_operator_trusts_no_evidence_older_than_its_sync),
     ]
 }
 
@@ -508,6 +509,31 @@ async fn circuit_breaker_blocks_deletions_when_too_many_nodes_die(env: &TestEnv)
     ensure!(
         node_ready_status(&env.nodes().get(&b).await?).as_deref() == Some("Unknown"),
         "b came back?"
+    );
+    Ok(())
+}
+
+/// Invariant 2: an operator that starts (or resyncs) after a node died does not take the old
+/// Lease as evidence: the node counts as dead only a full `leaseStaleFor` after its own sync.
+async fn a_fresh_operator_trusts_no_evidence_older_than_its_sync(env: &TestEnv) -> Result<()> {
+    let cluster = shared_cluster().await?;
+    let victim = env.add_node("victim").await?;
+    env.create_policy(policy_spec("Enforce")).await?;
+    let pod = one_pod_on(env, "api", &victim).await?;
+    let (pod_name, pod_uid) = (name(&pod), uid(&pod));
+    env.kill_node(&victim).await?;
+    let terminating = wait_terminating(env, &pod_name).await?;
+    let due = due_instant(env, &victim, &terminating).await?;
+    // Start the operator only once the pod is long due by the cluster's own timestamps.
+    tokio::time::sleep(until(due) + Duration::from_secs(2)).await;
+    let started = Timestamp::now();
+    let _op = Operator::start(cluster, env).await?;
+    let trusted_from = started + SignedDuration::from_secs(LEASE_STALE_FOR);
+    still_there_until(env, &pod_name, &pod_uid, trusted_from).await?;
+    wait_gone(env, &pod_name, &pod_uid, until(trusted_from) + Duration::from_secs(10)).await?;
+    eprintln!(
+        "[st-fresh-start-waits] acted {:.1}s after the operator started (leaseStaleFor {LEASE_STALE_FOR}s)",
+        Timestamp::now().duration_since(started).as_secs_f64()
     );
     Ok(())
 }
