@@ -662,7 +662,7 @@ fn check_monitoring(docs: &[Value]) -> Result<()> {
 /// `_bucket`, `_sum`, `_count`).
 fn exported_series() -> BTreeSet<String> {
     use kube_remediator::metrics::{
-        ActionLabels, DelayLabels, ErrorLabels, Metrics, PolicyLabels, StuckLabels,
+        ActionLabels, BlockedLabels, DelayLabels, ErrorLabels, Metrics, PolicyLabels, StuckLabels,
     };
     // Families without a series are not encoded: give each one.
     let m = Metrics::new();
@@ -683,6 +683,9 @@ fn exported_series() -> BTreeSet<String> {
     m.circuit_open.get_or_create(&PolicyLabels { policy: p.clone() }).set(0);
     m.policy_invalid.get_or_create(&PolicyLabels { policy: p }).set(0);
     m.reconcile_errors.get_or_create(&ErrorLabels { category: "Kube".into() }).inc();
+    m.blocked_rollouts
+        .get_or_create(&BlockedLabels { kind: "Deployment".into(), cause: "NodeUnhealthy".into() })
+        .set(0);
     let text = m.encode();
     let mut names = BTreeSet::new();
     for line in text.lines() {
