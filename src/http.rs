@@ -5,7 +5,6 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::Router;
 use axum::extract::State;
@@ -13,16 +12,31 @@ use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
 
+use tokio::sync::watch;
+
+use crate::controllers::watch::SharedState;
+use crate::leader::Leadership;
 use crate::metrics::Metrics;
 use crate::{Error, Result};
 
-/// What the probes report.
-#[derive(Debug, Default)]
+/// What the probes read: the cluster state (are the watches synced?) and the leadership
+/// (does this replica hold the Lease, or know who does?), both read when asked.
 pub struct Health {
-    /// Every watch has completed its initial list.
-    pub synced: AtomicBool,
-    /// The replica holds the leader Lease, or knows who does (or leader election is off).
-    pub leadership_known: AtomicBool,
+    pub state: SharedState,
+    pub leadership: watch::Receiver<Leadership>,
+}
+
+impl Health {
+    /// `Err` says why the replica is not ready.
+    pub fn ready(&self) -> std::result::Result<(), &'static str> {
+        if !self.state.read().is_ok_and(|s| s.synced()) {
+            Err("caches not synced yet\n")
+        } else if !self.leadership.borrow().is_known() {
+            Err("leadership not known yet\n")
+        } else {
+            Ok(())
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -61,11 +75,8 @@ async fn metrics_handler(State(state): State<AppState>) -> impl IntoResponse {
 }
 
 async fn ready_handler(State(state): State<AppState>) -> impl IntoResponse {
-    if !state.health.synced.load(Ordering::Relaxed) {
-        (StatusCode::SERVICE_UNAVAILABLE, "caches not synced yet\n")
-    } else if !state.health.leadership_known.load(Ordering::Relaxed) {
-        (StatusCode::SERVICE_UNAVAILABLE, "leadership not known yet\n")
-    } else {
-        (StatusCode::OK, "ready\n")
+    match state.health.ready() {
+        Ok(()) => (StatusCode::OK, "ready\n"),
+        Err(why) => (StatusCode::SERVICE_UNAVAILABLE, why),
     }
 }

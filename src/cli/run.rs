@@ -10,7 +10,6 @@
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -91,17 +90,10 @@ pub async fn run(conn: &ConnectionArgs, args: Args) -> Result<ExitCode> {
     preflight(&client).await?;
 
     let metrics = Arc::new(Metrics::new());
-    let health = Arc::new(Health::default());
     let state = Arc::new(RwLock::new(ClusterState::new()));
     let (trigger_tx, trigger_rx) = tokio::sync::watch::channel(0u64);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
 
-    let http_task = {
-        let mut stop = stop_rx.clone();
-        tokio::spawn(http::serve(args.metrics_addr, metrics.clone(), health.clone(), async move {
-            let _ = stop.wait_for(|s| *s).await;
-        }))
-    };
     let watches = spawn_watches(client.clone(), state.clone(), trigger_tx, metrics.clone());
 
     let instance = args.instance.or_else(|| {
@@ -120,17 +112,13 @@ pub async fn run(conn: &ConnectionArgs, args: Args) -> Result<ExitCode> {
         LeaderElection::disabled(&metrics)
     };
 
-    // Readiness follows the caches and the leadership.
-    let readiness = {
-        let (state, health, leadership) = (state.clone(), health.clone(), election.subscribe());
-        tokio::spawn(async move {
-            loop {
-                let synced = state.read().map(|s| s.synced()).unwrap_or(false);
-                health.synced.store(synced, Ordering::Relaxed);
-                health.leadership_known.store(leadership.borrow().is_known(), Ordering::Relaxed);
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
-        })
+    // Readiness is read from the caches and the leadership when probed.
+    let health = Arc::new(Health { state: state.clone(), leadership: election.subscribe() });
+    let http_task = {
+        let mut stop = stop_rx.clone();
+        tokio::spawn(http::serve(args.metrics_addr, metrics.clone(), health, async move {
+            let _ = stop.wait_for(|s| *s).await;
+        }))
     };
 
     let writer =
@@ -194,7 +182,6 @@ pub async fn run(conn: &ConnectionArgs, args: Args) -> Result<ExitCode> {
         warn!("the policy controller did not stop within {SHUTDOWN_GRACE:?}");
     }
     election.release().await;
-    readiness.abort();
     for w in watches {
         w.abort();
     }

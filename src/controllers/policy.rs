@@ -4,7 +4,7 @@
 //! [`plan`](crate::core::plan), hands the plan to the [writer](crate::writer), writes the status
 //! only when it changed, and requeues at the exact instant of the next deadline.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -18,15 +18,12 @@ use kube::{Client, ResourceExt};
 use tracing::{debug, info, warn};
 
 use super::watch::{SharedState, trigger_stream};
-use crate::core::ValidatedPolicy;
-use crate::core::rollouts::WorkloadRef;
 use crate::core::{
     CONDITION_CIRCUIT_OPEN, CONDITION_INVALID, Evaluation, NodeState, Observed, OwnerKey,
-    PastAction, Plan, RATE_WINDOW, desired_status, plan, push_recent_actions, validate,
+    PastAction, Plan, RATE_WINDOW, blocked_rollouts_in_scope, desired_status, plan,
+    push_recent_actions, validate,
 };
-use crate::crd::{
-    BlockedRolloutStatus, MAX_RECENT_ACTIONS, Mode, RemediationPolicy, RemediationPolicyStatus,
-};
+use crate::crd::{Mode, RemediationPolicy, RemediationPolicyStatus};
 use crate::metrics::{ErrorLabels, Metrics, PolicyLabels, StuckLabels};
 use crate::writer::Writer;
 use crate::{Error, Result};
@@ -203,36 +200,6 @@ async fn reconcile(policy: Arc<RemediationPolicy>, ctx: Arc<Context>) -> Result<
     write_status(&ctx, &name, previous.as_ref(), status).await?;
 
     Ok(next_action(&plan, Timestamp::now()))
-}
-
-/// The blocked rollouts whose blocking pods are on this policy's nodes and in its namespaces.
-fn blocked_rollouts_in_scope(
-    observed: &Observed,
-    plan: &Plan,
-    policy: &ValidatedPolicy,
-) -> Vec<BlockedRolloutStatus> {
-    let nodes: BTreeSet<&str> = plan.nodes.iter().map(|n| n.name.as_str()).collect();
-    let mut by_workload: BTreeMap<&WorkloadRef, Vec<String>> = BTreeMap::new();
-    for pod in &observed.pods {
-        let Some(workload) = &pod.blocks_rollout else { continue };
-        let node = pod.node_name.as_deref().unwrap_or_default();
-        if nodes.contains(node) && policy.namespace_selector.matches(&pod.namespace_labels) {
-            by_workload.entry(workload).or_default().push(format!("{} on {node}", pod.name));
-        }
-    }
-    by_workload
-        .into_iter()
-        .take(MAX_RECENT_ACTIONS)
-        .map(|(w, mut pods)| {
-            pods.sort();
-            BlockedRolloutStatus {
-                kind: w.kind.as_str().to_string(),
-                namespace: w.namespace.clone(),
-                name: w.name.clone(),
-                blocking_pods: pods,
-            }
-        })
-        .collect()
 }
 
 /// Requeue exactly at the next deadline (plus a few milliseconds), or wait for a change.

@@ -23,12 +23,12 @@ pub use node::{
     assess_node, summarize_node,
 };
 pub use plan::{
-    Action, Circuit, ForceDelete, NotEligible, Observed, OwnerKey, OwnerRef, PastAction, Plan,
-    PlanCounts, PodDecision, PodView, Verdict, plan,
+    Action, Circuit, ForceDelete, FreshPod, NotEligible, Observed, OwnerKey, OwnerRef, PastAction,
+    Plan, PlanCounts, PodDecision, PodView, Verdict, plan,
 };
 pub use policy::{FencingNeeds, InvalidPolicy, MaxUnhealthy, ValidatedPolicy, validate};
 pub use selector::{Selector, SelectorError};
 pub use status::{
     CONDITION_CIRCUIT_OPEN, CONDITION_INVALID, CONDITION_PAUSED, CONDITION_READY, Evaluation,
-    desired_status, push_recent_actions,
+    blocked_rollouts_in_scope, desired_status, push_recent_actions,
 };

@@ -262,6 +262,36 @@ pub struct ForceDelete {
     pub blocks_rollout: Option<WorkloadRef>,
 }
 
+/// What a fresh read of a pod says, just before it is force-deleted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FreshPod<'a> {
+    pub uid: Option<&'a str>,
+    pub terminating: bool,
+    /// `spec.nodeName` (empty when unset).
+    pub node: &'a str,
+}
+
+impl ForceDelete {
+    /// Whether the action still applies after a fresh read of the pod (`None`: gone) and of
+    /// its node (`node_ready`: the Node exists with Ready=True). `Err` says why it is skipped.
+    pub fn recheck(&self, pod: Option<FreshPod<'_>>, node_ready: bool) -> Result<(), String> {
+        let Some(pod) = pod else { return Err("pod already gone".into()) };
+        if pod.uid != Some(self.uid.as_str()) {
+            return Err("a new pod with the same name replaced it; left alone".into());
+        }
+        if !pod.terminating {
+            return Err("pod is no longer Terminating".into());
+        }
+        if pod.node != self.node {
+            return Err(format!("pod moved to node {:?}", pod.node));
+        }
+        if node_ready {
+            return Err("node is Ready again; left alone".into());
+        }
+        Ok(())
+    }
+}
+
 /// Something the writer should do (or record, in DryRun).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Action {
@@ -1524,6 +1554,50 @@ mod tests {
                     "{case}"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn recheck_table() {
+        let fd = ForceDelete {
+            namespace: "ns".into(),
+            name: "web-0".into(),
+            uid: "u1".into(),
+            node: "n1".into(),
+            owner: None,
+            reason: String::new(),
+            threshold: now(),
+            blocks_rollout: None,
+        };
+        let pod = |uid: &'static str, terminating, node: &'static str| {
+            Some(FreshPod { uid: Some(uid), terminating, node })
+        };
+        type Row = (&'static str, Option<FreshPod<'static>>, bool, Result<(), &'static str>);
+        let table: Vec<Row> = vec![
+            ("still applies", pod("u1", true, "n1"), false, Ok(())),
+            ("gone", None, false, Err("pod already gone")),
+            (
+                "replaced by a pod with the same name",
+                pod("u2", true, "n1"),
+                false,
+                Err("a new pod with the same name replaced it; left alone"),
+            ),
+            (
+                "no longer Terminating",
+                pod("u1", false, "n1"),
+                false,
+                Err("pod is no longer Terminating"),
+            ),
+            ("moved", pod("u1", true, "n2"), false, Err("pod moved to node \"n2\"")),
+            (
+                "node Ready again",
+                pod("u1", true, "n1"),
+                true,
+                Err("node is Ready again; left alone"),
+            ),
+        ];
+        for (case, fresh, node_ready, want) in table {
+            assert_eq!(fd.recheck(fresh, node_ready), want.map_err(String::from), "{case}");
         }
     }
 }

@@ -5,9 +5,12 @@
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
-use super::plan::Plan;
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::plan::{Observed, Plan};
 use super::policy::{InvalidPolicy, ValidatedPolicy};
-use crate::crd::{MAX_RECENT_ACTIONS, RecentAction, RemediationPolicyStatus};
+use super::rollouts::WorkloadRef;
+use crate::crd::{BlockedRolloutStatus, MAX_RECENT_ACTIONS, RecentAction, RemediationPolicyStatus};
 
 /// Condition type: the policy is valid and evaluated against synced caches.
 pub const CONDITION_READY: &str = "Ready";
@@ -163,6 +166,36 @@ pub fn push_recent_actions(
     records.sort_by(|a, b| b.time.cmp(&a.time));
     records.truncate(MAX_RECENT_ACTIONS);
     status.recent_actions = records;
+}
+
+/// The blocked rollouts whose blocking pods are on this policy's nodes and in its namespaces.
+pub fn blocked_rollouts_in_scope(
+    observed: &Observed,
+    plan: &Plan,
+    policy: &ValidatedPolicy,
+) -> Vec<BlockedRolloutStatus> {
+    let nodes: BTreeSet<&str> = plan.nodes.iter().map(|n| n.name.as_str()).collect();
+    let mut by_workload: BTreeMap<&WorkloadRef, Vec<String>> = BTreeMap::new();
+    for pod in &observed.pods {
+        let Some(workload) = &pod.blocks_rollout else { continue };
+        let node = pod.node_name.as_deref().unwrap_or_default();
+        if nodes.contains(node) && policy.namespace_selector.matches(&pod.namespace_labels) {
+            by_workload.entry(workload).or_default().push(format!("{} on {node}", pod.name));
+        }
+    }
+    by_workload
+        .into_iter()
+        .take(MAX_RECENT_ACTIONS)
+        .map(|(w, mut pods)| {
+            pods.sort();
+            BlockedRolloutStatus {
+                kind: w.kind.as_str().to_string(),
+                namespace: w.namespace.clone(),
+                name: w.name.clone(),
+                blocking_pods: pods,
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -13,8 +13,9 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Client, Resource, ResourceExt};
 use tracing::{debug, info, warn};
 
+use crate::controllers::observe::node_observation;
 use crate::core::rollouts::WorkloadRef;
-use crate::core::{Action, ForceDelete};
+use crate::core::{Action, ForceDelete, FreshPod, Readiness};
 use crate::crd::{
     ActionKind, ActionResult, Mode, RecentAction, RemediationPolicy, RemediationPolicyStatus,
 };
@@ -153,29 +154,24 @@ impl Writer {
         let nodes: Api<Node> = Api::all(self.client.clone());
         let (pod, node) = tokio::join!(pods.get_opt(&fd.name), nodes.get_opt(&fd.node));
         let fresh = match pod {
-            Ok(Some(pod)) => pod,
-            Ok(None) => return (ActionResult::Skipped, Some("pod already gone".into())),
+            Ok(pod) => pod,
             Err(e) => return (ActionResult::Failed, Some(format!("re-reading the pod: {e}"))),
         };
-        if fresh.metadata.uid.as_deref() != Some(fd.uid.as_str()) {
-            return (
-                ActionResult::Skipped,
-                Some("a new pod with the same name replaced it; left alone".into()),
-            );
+        let fresh_pod = fresh.as_ref().map(|p| FreshPod {
+            uid: p.metadata.uid.as_deref(),
+            terminating: p.metadata.deletion_timestamp.is_some(),
+            node: p.spec.as_ref().and_then(|s| s.node_name.as_deref()).unwrap_or_default(),
+        });
+        let node_ready = node
+            .as_ref()
+            .ok()
+            .and_then(Option::as_ref)
+            .is_some_and(|n| node_observation(n, None).readiness == Readiness::Ready);
+        if let Err(skip) = fd.recheck(fresh_pod, node_ready) {
+            return (ActionResult::Skipped, Some(skip));
         }
-        if fresh.metadata.deletion_timestamp.is_none() {
-            return (ActionResult::Skipped, Some("pod is no longer Terminating".into()));
-        }
-        let fresh_node = fresh.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
-        if fresh_node != fd.node {
-            return (ActionResult::Skipped, Some(format!("pod moved to node {fresh_node:?}")));
-        }
-        match node {
-            Ok(Some(node)) if node_is_ready(&node) => {
-                return (ActionResult::Skipped, Some("node is Ready again; left alone".into()));
-            }
-            Ok(_) => {}
-            Err(e) => return (ActionResult::Failed, Some(format!("re-reading the node: {e}"))),
+        if let Err(e) = node {
+            return (ActionResult::Failed, Some(format!("re-reading the node: {e}")));
         }
         let params = DeleteParams {
             grace_period_seconds: Some(0),
@@ -367,14 +363,6 @@ impl Writer {
             .map_err(|source| Error::PatchStatus { name: name.to_string(), source })?;
         Ok(())
     }
-}
-
-/// Whether the Node's Ready condition is True.
-fn node_is_ready(node: &Node) -> bool {
-    node.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 #[cfg(test)]

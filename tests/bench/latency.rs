@@ -107,12 +107,8 @@ async fn scenario(cluster: &Cluster) -> Result<()> {
         "latency: {VICTIMS} nodes killed with {total} pods; waiting for the policy's thresholds (~{LEASE_STALE_FOR}s)"
     );
     let gone_ref = &gone;
-    let shop_pods = env.pods();
     let old_name = old_shop.metadata.name.clone().unwrap_or_default();
-    wait_for("the shop pod to be Terminating", Duration::from_secs(60), || async {
-        Ok(shop_pods.get(&old_name).await?.metadata.deletion_timestamp.map(|_| ()))
-    })
-    .await?;
+    env.wait_terminating(&old_name, Duration::from_secs(60)).await?;
     let patch = json!({ "spec": { "template": { "spec": {
         "nodeSelector": { "kubernetes.io/hostname": env.healthy_node },
         "containers": [{ "name": "c", "image": "registry.invalid/shop:2" }],

@@ -68,22 +68,9 @@ async fn wait_noexecute_taint(env: &TestEnv, node: &str, key: &str) -> Result<()
 
 /// Waits until the named pod has a deletionTimestamp and returns it.
 async fn wait_terminating(env: &TestEnv, pod: &str) -> Result<Pod> {
-    let pods = env.pods();
     let timeout =
         Duration::from_secs((NODE_MONITOR_GRACE_SECONDS + DEFAULT_TOLERATION_SECONDS + 30).into());
-    wait_for(&format!("pod {pod} to be Terminating"), timeout, || {
-        let pods = pods.clone();
-        async move {
-            Ok(pods
-                .get(pod)
-                .await?
-                .metadata
-                .deletion_timestamp
-                .is_some()
-                .then_some(pods.get(pod).await?))
-        }
-    })
-    .await
+    env.wait_terminating(pod, timeout).await
 }
 
 async fn dead_node_leaves_evicted_pods_terminating_until_revived(env: &TestEnv) -> Result<()> {

@@ -12,8 +12,7 @@ use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, PostParams};
 use libtest_mimic::Trial;
 use serde_json::json;
 
@@ -110,16 +109,10 @@ async fn one_replica_leads_the_other_stands_by_ready(env: &TestEnv) -> Result<()
     ensure!(invalid == Some(1.0), "the leader's policy_invalid{{{bad}}} = {invalid:?}");
 
     // One InvalidSpec Event, published by the leader.
-    let events: Api<Event> = Api::all(env.client.clone());
-    let reporters: Vec<String> = events
-        .list(&ListParams::default())
+    let reporters: Vec<String> = env
+        .events_about("RemediationPolicy", &bad, "InvalidSpec")
         .await?
-        .items
         .into_iter()
-        .filter(|e| {
-            e.reason.as_deref() == Some("InvalidSpec")
-                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(bad.as_str())
-        })
         .map(|e| e.reporting_instance.unwrap_or_default())
         .collect();
     ensure!(

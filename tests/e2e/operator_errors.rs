@@ -5,8 +5,6 @@ use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{Result, ensure};
-use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, ListParams};
 use libtest_mimic::Trial;
 use serde_json::json;
 
@@ -52,11 +50,7 @@ async fn invalid_policy_is_reported_and_others_are_served(env: &TestEnv) -> Resu
     .await?;
     let invalid = op.metric("kube_remediator_policy_invalid", &[("policy", &bad)]).await?;
     ensure!(invalid == Some(1.0), "policy_invalid{{{bad}}} = {invalid:?}");
-    let events: Api<Event> = Api::all(env.client.clone());
-    let found = events.list(&ListParams::default()).await?.items.into_iter().any(|e| {
-        e.reason.as_deref() == Some("InvalidSpec")
-            && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(bad.as_str())
-    });
+    let found = !env.events_about("RemediationPolicy", &bad, "InvalidSpec").await?.is_empty();
     ensure!(found, "no InvalidSpec Event on {bad}");
     Ok(())
 }

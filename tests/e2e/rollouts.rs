@@ -10,7 +10,7 @@ use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams, PostParams};
 use libtest_mimic::Trial;
 use serde_json::json;
 
@@ -79,19 +79,7 @@ fn template_hash(pod: &Pod) -> String {
 
 /// Events on the Deployment `legacy` with `reason`.
 async fn deployment_events(env: &TestEnv, reason: &str) -> Result<Vec<Event>> {
-    let events: Api<Event> = env.api();
-    Ok(events
-        .list(&ListParams::default())
-        .await?
-        .items
-        .into_iter()
-        .filter(|e| {
-            let r = e.regarding.as_ref();
-            r.and_then(|r| r.kind.as_deref()) == Some("Deployment")
-                && r.and_then(|r| r.name.as_deref()) == Some("legacy")
-                && e.reason.as_deref() == Some(reason)
-        })
-        .collect())
+    env.events_about("Deployment", "legacy", reason).await
 }
 
 async fn wait_deployment_event(env: &TestEnv, reason: &str, timeout: Duration) -> Result<String> {
@@ -117,11 +105,7 @@ async fn recreate_rollout_completes_once_the_node_is_dead(env: &TestEnv) -> Resu
     let old_hash = template_hash(&old);
 
     env.kill_node(&victim).await?;
-    let pods = env.pods();
-    wait_for("the old pod to be Terminating", Duration::from_secs(60), || async {
-        Ok(pods.get(&old_name).await?.metadata.deletion_timestamp.map(|_| ()))
-    })
-    .await?;
+    env.wait_terminating(&old_name, Duration::from_secs(60)).await?;
     roll_out_v2(env).await?;
     wait_for(
         "a RolloutBlocked Event naming the pod and its node",
@@ -192,11 +176,7 @@ async fn dry_run_leaves_the_rollout_blocked_and_explains_why(env: &TestEnv) -> R
     let (old_name, old_hash) = (old.metadata.name.clone().unwrap_or_default(), template_hash(&old));
 
     env.kill_node(&victim).await?;
-    let pods = env.pods();
-    wait_for("the old pod to be Terminating", Duration::from_secs(60), || async {
-        Ok(pods.get(&old_name).await?.metadata.deletion_timestamp.map(|_| ()))
-    })
-    .await?;
+    env.wait_terminating(&old_name, Duration::from_secs(60)).await?;
     roll_out_v2(env).await?;
     let dead = dead_at(env, &victim).await?;
     let until_dead = Duration::try_from(dead.duration_since(Timestamp::now())).unwrap_or_default();
@@ -251,12 +231,13 @@ async fn pod_in_grace_on_a_live_node_is_left_alone(env: &TestEnv) -> Result<()> 
     let old_name = old.metadata.name.clone().unwrap_or_default();
     let old_hash = template_hash(&old);
     roll_out_v2(env).await?;
-    let pods = env.pods();
-    let terminating =
-        wait_for("the old pod to be Terminating", Duration::from_secs(30), || async {
-            Ok(pods.get(&old_name).await?.metadata.deletion_timestamp.map(|t| t.0))
-        })
-        .await?;
+    let terminating = env
+        .wait_terminating(&old_name, Duration::from_secs(30))
+        .await?
+        .metadata
+        .deletion_timestamp
+        .context("Terminating without deletionTimestamp")?
+        .0;
     let started = Instant::now();
     let in_grace =
         Duration::try_from(terminating.duration_since(Timestamp::now())).unwrap_or_default();

@@ -11,7 +11,7 @@ use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use libtest_mimic::Trial;
 use serde_json::json;
 
@@ -51,12 +51,7 @@ fn policy_spec(mode: &str) -> serde_json::Value {
 
 /// Waits until the pod is Terminating; returns it.
 async fn wait_terminating(env: &TestEnv, name: &str) -> Result<Pod> {
-    let pods = env.pods();
-    wait_for(&format!("pod {name} to be Terminating"), Duration::from_secs(60), || {
-        let pods = pods.clone();
-        async move { Ok(pods.get_opt(name).await?.filter(|p| p.metadata.deletion_timestamp.is_some())) }
-    })
-    .await
+    env.wait_terminating(name, Duration::from_secs(60)).await
 }
 
 /// When the policy makes a pod on a node killed after the operator synced due: the node is
@@ -119,17 +114,7 @@ async fn operator_mutations(env: &TestEnv) -> Result<Vec<AuditEntry>> {
 
 /// Events in the test namespace about `pod` with `reason`.
 async fn pod_events(env: &TestEnv, pod: &str, reason: &str) -> Result<Vec<Event>> {
-    let events: Api<Event> = env.api();
-    Ok(events
-        .list(&ListParams::default())
-        .await?
-        .items
-        .into_iter()
-        .filter(|e| {
-            e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(pod)
-                && e.reason.as_deref() == Some(reason)
-        })
-        .collect())
+    env.events_about("Pod", pod, reason).await
 }
 
 /// Runs `kube-remediator plan` with the admin kubeconfig for this test's policy.
@@ -489,17 +474,8 @@ async fn circuit_breaker_blocks_deletions_when_too_many_nodes_die(env: &TestEnv)
     );
     let open = op.metric("kube_remediator_circuit_open", &[("policy", &env.name)]).await?;
     ensure!(open == Some(1.0), "circuit_open gauge = {open:?}");
-    let events: Api<Event> = Api::all(env.client.clone());
-    let circuit_events = events
-        .list(&ListParams::default())
-        .await?
-        .items
-        .into_iter()
-        .filter(|e| {
-            e.reason.as_deref() == Some("CircuitOpen")
-                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(env.name.as_str())
-        })
-        .count();
+    let circuit_events =
+        env.events_about("RemediationPolicy", &env.name, "CircuitOpen").await?.len();
     ensure!(circuit_events >= 1, "no CircuitOpen Event on the policy");
 
     // One node comes back: within the limit again, the other node's pod is released.

@@ -14,6 +14,7 @@ use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use kube::Api;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
+use super::env::wait_for;
 use super::pki::Pki;
 
 /// Label that makes kwok manage (heartbeat) a node. Removing it kills the node.
@@ -190,16 +191,10 @@ impl Cluster {
         )?;
 
         let client = cluster.client().await?;
-        wait_ready(
-            "the API server to serve the default namespace",
-            Duration::from_secs(90),
-            || {
-                let client = client.clone();
-                async move {
-                    Api::<Namespace>::all(client).get_opt("default").await.ok().flatten().is_some()
-                }
-            },
-        )
+        wait_for("the API server to serve the default namespace", Duration::from_secs(90), || {
+            let client = client.clone();
+            async move { Ok(Api::<Namespace>::all(client).get_opt("default").await?.map(|_| ())) }
+        })
         .await?;
 
         let kc = p(&kubeconfig);
@@ -253,18 +248,14 @@ impl Cluster {
             ],
         )?;
 
-        wait_ready(
+        wait_for(
             "kube-controller-manager to create the default ServiceAccount",
             Duration::from_secs(90),
             || {
                 let client = client.clone();
                 async move {
-                    Api::<ServiceAccount>::namespaced(client, "default")
-                        .get_opt("default")
-                        .await
-                        .ok()
-                        .flatten()
-                        .is_some()
+                    let sa = Api::<ServiceAccount>::namespaced(client, "default");
+                    Ok(sa.get_opt("default").await?.map(|_| ()))
                 }
             },
         )
@@ -395,23 +386,6 @@ fn kill_stale_runs(runs_dir: &Path) {
 /// A free TCP port on 127.0.0.1 (bound, then released for the component to take).
 pub fn free_port() -> Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
-async fn wait_ready<F, Fut>(what: &str, timeout: Duration, mut check: F) -> Result<()>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + timeout;
-    loop {
-        if check().await {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            bail!("timed out after {timeout:?} waiting for {what}");
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 /// Writes at Metadata level (who, what, when), reads and kwok's heartbeats not at all.

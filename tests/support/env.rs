@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
@@ -191,6 +192,18 @@ impl TestEnv {
         .await
     }
 
+    /// Waits until the named pod of this test's namespace is Terminating; returns it.
+    pub async fn wait_terminating(&self, name: &str, timeout: Duration) -> Result<Pod> {
+        let pods = self.pods();
+        wait_for(&format!("pod {name} to be Terminating"), timeout, || {
+            let pods = pods.clone();
+            async move {
+                Ok(pods.get_opt(name).await?.filter(|p| p.metadata.deletion_timestamp.is_some()))
+            }
+        })
+        .await
+    }
+
     /// Pods of this test's namespace matching a label selector.
     pub async fn list_pods(&self, selector: &str) -> Result<Vec<Pod>> {
         Ok(self.pods().list(&ListParams::default().labels(selector)).await?.items)
@@ -270,6 +283,23 @@ impl TestEnv {
             async move { Ok(api.get(name).await?.status.as_ref().and_then(check)) }
         })
         .await
+    }
+
+    /// Events, in any namespace, about the object of `kind` named `name`, with `reason`.
+    pub async fn events_about(&self, kind: &str, name: &str, reason: &str) -> Result<Vec<Event>> {
+        let events: Api<Event> = Api::all(self.client.clone());
+        Ok(events
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(|e| {
+                let r = e.regarding.as_ref();
+                r.and_then(|r| r.kind.as_deref()) == Some(kind)
+                    && r.and_then(|r| r.name.as_deref()) == Some(name)
+                    && e.reason.as_deref() == Some(reason)
+            })
+            .collect())
     }
 
     /// Sets the node's `spec.unschedulable` (cordon / uncordon), as an admin would.
