@@ -285,7 +285,8 @@ impl TestEnv {
         .await
     }
 
-    /// Events, in any namespace, about the object of `kind` named `name`, with `reason`.
+    /// Events about the object of `kind` named `name` with `reason`: a namespaced object of this
+    /// test's namespace, or a cluster-scoped one (a policy).
     pub async fn events_about(&self, kind: &str, name: &str, reason: &str) -> Result<Vec<Event>> {
         let events: Api<Event> = Api::all(self.client.clone());
         Ok(events
@@ -297,6 +298,7 @@ impl TestEnv {
                 let r = e.regarding.as_ref();
                 r.and_then(|r| r.kind.as_deref()) == Some(kind)
                     && r.and_then(|r| r.name.as_deref()) == Some(name)
+                    && r.and_then(|r| r.namespace.as_deref()).is_none_or(|ns| ns == self.namespace)
                     && e.reason.as_deref() == Some(reason)
             })
             .collect())
