@@ -5,11 +5,13 @@
 //! - [`crd`]: the `RemediationPolicy` custom resource types and their generated CRD.
 //! - [`controllers`]: watch the cluster and turn objects into observations.
 //! - [`leader`]: leader election on a Lease; only the leader acts.
+//! - [`clock`]: the operator's own clock, by which all evidence is timed.
 //! - [`cli`]: command-line entry points.
 //! - [`telemetry`]: logging set-up.
 //! - [`error`]: the crate's one error type.
 
 pub mod cli;
+pub mod clock;
 pub mod controllers;
 pub mod core;
 pub mod crd;

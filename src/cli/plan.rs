@@ -1,13 +1,21 @@
 //! `kube-remediator plan`: what every policy would do right now, like `terraform plan`.
-//! One-shot and read-only: it lists the cluster once, runs the same planner as the operator and
-//! prints the decisions. It never writes anything.
+//! One-shot and read-only: it lists the cluster once, watches the kubelet Leases for a short
+//! while (`--observe`), runs the same planner as the operator and prints the decisions. It never
+//! writes anything.
+//!
+//! What a one-shot listing cannot know: the running operator times every piece of evidence by
+//! its own clock, from when it saw it change. `plan` sees a Lease change only during `--observe`
+//! (longer than a kubelet's 10 s renewal period by default, so a live kubelet shows itself);
+//! evidence older than that it can only date by the timestamps in the objects, written by the
+//! nodes' own clocks. It says so in its output.
 
 use std::process::ExitCode;
 
-use jiff::Timestamp;
+use futures::StreamExt;
+use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolumeClaim, Pod};
-use kube::api::{Api, ListParams};
+use kube::api::{Api, ListParams, WatchEvent, WatchParams};
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde_json::json;
@@ -20,7 +28,7 @@ use crate::controllers::observe::{
     NODE_LEASE_NAMESPACE, deployment_view, replica_set_view, stateful_set_view,
 };
 use crate::controllers::state::{ClusterState, WatchedKind};
-use crate::core::{Action, Plan, Verdict, plan, validate};
+use crate::core::{Action, Observed, Plan, Verdict, parse_duration, plan, validate};
 use crate::crd::RemediationPolicy;
 use crate::{Error, Result};
 
@@ -33,6 +41,16 @@ pub struct Args {
     /// Only policies matching this label selector.
     #[arg(long)]
     policy_selector: Option<String>,
+
+    /// How long to watch the kubelet Leases before planning, to see which kubelets still renew
+    /// (by this machine's clock, whatever their own clocks say). Longer than a kubelet's 10 s
+    /// renewal period; `0s` plans from the listed timestamps alone.
+    #[arg(long, default_value = "12s", value_parser = parse_observe)]
+    observe: SignedDuration,
+}
+
+fn parse_observe(text: &str) -> std::result::Result<SignedDuration, String> {
+    parse_duration(text).map_err(|e| format!("{e} (e.g. 12s, 1m)"))
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -59,23 +77,18 @@ pub async fn run(conn: &ConnectionArgs, args: Args) -> Result<ExitCode> {
         Err(source) => return Err(Error::List { kind: "remediationpolicies", source }),
     };
 
-    let now = Timestamp::now();
+    let now = crate::clock::now();
     let mut state = ClusterState::new();
     load(&mut state, Api::<Node>::all(client.clone()), WatchedKind::Node, now, |s, n| {
-        s.apply_node(n);
+        s.apply_node(n, now);
     })
     .await?;
-    load(
-        &mut state,
-        Api::<Lease>::namespaced(client.clone(), NODE_LEASE_NAMESPACE),
-        WatchedKind::Lease,
-        now,
-        |s, l| {
-            let renewed = l.spec.as_ref().and_then(|s| s.renew_time.as_ref()).map(|t| t.0);
-            s.apply_lease(&l.name_any(), renewed, now);
-        },
-    )
-    .await?;
+    let leases = Api::<Lease>::namespaced(client.clone(), NODE_LEASE_NAMESPACE);
+    let lease_version =
+        load(&mut state, leases.clone(), WatchedKind::Lease, now, |s, l| {
+            s.apply_lease(&l.name_any(), renew_time(l), now);
+        })
+        .await?;
     load(&mut state, Api::<Pod>::all(client.clone()), WatchedKind::Pod, now, |s, p| {
         s.apply_pod(p);
     })
@@ -125,25 +138,28 @@ pub async fn run(conn: &ConnectionArgs, args: Args) -> Result<ExitCode> {
     )
     .await?;
 
+    let listed_at = now;
+    observe_renewals(&mut state, &leases, &lease_version, args.observe).await?;
+    let now = crate::clock::now();
+    let observed = one_shot_observed(&state, listed_at, now);
+    let note = evidence_note(args.observe);
+
     let mut plans = Vec::new();
     for policy in policies {
-        let outcome = validate(&policy.spec).map_err(|e| e.reason).map(|validated| {
-            let mut observed = state.observe(now, Vec::new(), Default::default());
-            // A one-shot listing has no watch history: take the listed evidence at face value.
-            // The running operator additionally waits a full evidence window after it starts.
-            observed.watch_synced_at = Some(Timestamp::MIN);
-            plan(&observed, &validated, now)
-        });
+        let outcome = validate(&policy.spec)
+            .map_err(|e| e.reason)
+            .map(|validated| plan(&observed, &validated, now));
         plans.push(PolicyPlan { policy, outcome });
     }
 
     let blocked = state.rollout_analysis(now).blocked;
     match args.output {
         Output::Json => {
-            let doc: Vec<_> = plans.iter().map(|p| to_json(p, now)).collect();
+            let doc: Vec<_> = plans.iter().map(|p| to_json(p, now, &note)).collect();
             println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
         }
         Output::Table => {
+            println!("{note}\n");
             print_tables(&plans, now);
             print_blocked(&blocked);
         }
@@ -151,22 +167,29 @@ pub async fn run(conn: &ConnectionArgs, args: Args) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Lists every object of a kind, page by page, into the state.
+fn renew_time(lease: &Lease) -> Option<Timestamp> {
+    lease.spec.as_ref().and_then(|s| s.renew_time.as_ref()).map(|t| t.0)
+}
+
+/// Lists every object of a kind, page by page, into the state. Returns the list's
+/// resourceVersion (to watch from).
 async fn load<K>(
     state: &mut ClusterState,
     api: Api<K>,
     kind: WatchedKind,
     now: Timestamp,
     mut apply: impl FnMut(&mut ClusterState, &K),
-) -> Result<()>
+) -> Result<String>
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
 {
     state.list_started(kind);
     let mut lp = ListParams::default().limit(500);
+    let mut version = None;
     loop {
         let page =
             api.list(&lp).await.map_err(|source| Error::List { kind: kind.as_str(), source })?;
+        version = version.or(page.metadata.resource_version.clone());
         for obj in &page.items {
             apply(state, obj);
         }
@@ -176,10 +199,70 @@ where
         }
     }
     state.list_done(kind, now);
+    Ok(version.unwrap_or_default())
+}
+
+/// Watches the Leases from the listed version for `observe`: each renewal arriving is seen,
+/// by our clock, when it arrives.
+async fn observe_renewals(
+    state: &mut ClusterState,
+    leases: &Api<Lease>,
+    version: &str,
+    observe: SignedDuration,
+) -> Result<()> {
+    let Ok(observe) = std::time::Duration::try_from(observe) else { return Ok(()) };
+    if observe.is_zero() {
+        return Ok(());
+    }
+    let watch_error = |source| Error::List { kind: "leases", source };
+    let params = WatchParams::default().timeout(u32::try_from(observe.as_secs() + 1).unwrap_or(300));
+    let stream = leases.watch(&params, version).await.map_err(watch_error)?;
+    let mut stream = std::pin::pin!(stream);
+    let deadline = tokio::time::Instant::now() + observe;
+    while let Ok(next) = tokio::time::timeout_at(deadline, stream.next()).await {
+        match next {
+            Some(Ok(WatchEvent::Added(l) | WatchEvent::Modified(l))) => {
+                state.apply_lease(&l.name_any(), renew_time(&l), crate::clock::now());
+            }
+            Some(Ok(_)) => {}
+            // An expired version or a broken stream: plan with what was seen so far.
+            Some(Err(_)) | None => break,
+        }
+    }
     Ok(())
 }
 
-fn to_json(p: &PolicyPlan, now: Timestamp) -> serde_json::Value {
+/// The planner's input for a one-shot run. Evidence seen changing during the observation is
+/// timed by our clock; older evidence can only be dated by the timestamps in the objects (the
+/// nodes' and the node controller's clocks), never later than the listing.
+fn one_shot_observed(state: &ClusterState, listed_at: Timestamp, now: Timestamp) -> Observed {
+    let mut observed = state.observe(now, Vec::new(), Default::default());
+    for node in &mut observed.nodes {
+        let obs = &mut node.observation;
+        if obs.lease_seen.is_some_and(|seen| seen <= listed_at) {
+            obs.lease_seen = obs.lease_renewed.map(|t| t.min(listed_at));
+        }
+        if obs.not_ready_seen.is_some_and(|seen| seen <= listed_at) {
+            obs.not_ready_seen = obs.ready_transition.map(|t| t.min(listed_at)).or(obs.not_ready_seen);
+        }
+    }
+    observed.watch_synced_at = Some(Timestamp::MIN);
+    observed.suspended = None;
+    observed
+}
+
+/// What this run could and could not see, said plainly.
+fn evidence_note(observe: SignedDuration) -> String {
+    format!(
+        "Evidence: kubelet Leases watched for {}; a renewal seen meanwhile is timed by this \
+         machine's clock. Older evidence is dated by the timestamps in the objects (the nodes' \
+         own clocks), which the running operator never does: it times everything from when it \
+         saw it change, and trusts nothing older than its own start.",
+        crate::core::format_duration(observe)
+    )
+}
+
+fn to_json(p: &PolicyPlan, now: Timestamp, note: &str) -> serde_json::Value {
     let name = p.policy.name_any();
     let mode = p.policy.spec.mode.as_str();
     let plan = match &p.outcome {
@@ -227,6 +310,7 @@ fn to_json(p: &PolicyPlan, now: Timestamp) -> serde_json::Value {
         "paused": p.policy.spec.paused,
         "valid": true,
         "evaluatedAt": now.to_string(),
+        "evidence": note,
         "circuit": { "open": plan.circuit.open, "unhealthy": plan.circuit.unhealthy,
                      "limit": plan.circuit.limit, "message": plan.circuit.message() },
         "counts": { "matchedNodes": plan.counts.matched_nodes, "unhealthyNodes": plan.counts.unhealthy_nodes,

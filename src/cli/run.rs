@@ -83,6 +83,12 @@ pub struct Args {
         env = "KUBE_REMEDIATOR_LEASE_DURATION"
     )]
     lease_duration: u64,
+
+    /// Test builds only: before the last look of each force delete, create
+    /// `<DIR>/<pod uid>.held` and wait until `<DIR>/<pod uid>.release` exists.
+    #[cfg(feature = "e2e-hooks")]
+    #[arg(long, hide = true, value_name = "DIR")]
+    e2e_hold_dir: Option<std::path::PathBuf>,
 }
 
 pub async fn run(conn: &ConnectionArgs, args: Args) -> Result<ExitCode> {
@@ -123,6 +129,8 @@ pub async fn run(conn: &ConnectionArgs, args: Args) -> Result<ExitCode> {
 
     let writer =
         Writer::new(client.clone(), metrics.clone(), instance).with_leader_guard(election.guard());
+    #[cfg(feature = "e2e-hooks")]
+    let writer = writer.with_e2e_hold_dir(args.e2e_hold_dir);
     let ctx = Arc::new(Context::new(state, writer, metrics));
     info!(selector = args.policy_selector.as_deref().unwrap_or(""), "kube-remediator started");
     // A follower stands by with its caches synced; the controller starts once it leads.

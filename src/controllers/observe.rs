@@ -28,6 +28,9 @@ pub fn node_observation(node: &Node, lease: Option<&Lease>) -> NodeObservation {
             .and_then(|l| l.spec.as_ref())
             .and_then(|s| s.renew_time.as_ref())
             .map(|t| t.0),
+        // One object read at one instant says nothing about when we saw it change.
+        not_ready_seen: None,
+        lease_seen: None,
         unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
         taints: spec
             .and_then(|s| s.taints.as_ref())
@@ -37,7 +40,7 @@ pub fn node_observation(node: &Node, lease: Option<&Lease>) -> NodeObservation {
 }
 
 /// Whether an object's annotations opt it out of every remediation.
-fn excluded(annotations: Option<&std::collections::BTreeMap<String, String>>) -> bool {
+pub fn excluded(annotations: Option<&std::collections::BTreeMap<String, String>>) -> bool {
     annotations.and_then(|a| a.get(EXCLUDE_ANNOTATION)).is_some_and(|v| v == "true")
 }
 

@@ -43,6 +43,8 @@ struct PolicyMemory {
     acted: BTreeSet<String>,
     /// The last status this controller wrote: the controller's cache may lag behind it.
     last_status: Option<RemediationPolicyStatus>,
+    /// Nodes last reported as held alive (not Ready, kubelet answering), to log each once.
+    held_alive: BTreeSet<String>,
 }
 
 pub struct Context {
@@ -112,7 +114,7 @@ async fn reconcile(policy: Arc<RemediationPolicy>, ctx: Arc<Context>) -> Result<
         ctx.memory.lock().unwrap_or_else(|e| e.into_inner()).remove(&name);
         return Ok(Action::await_change());
     }
-    let now = Timestamp::now();
+    let now = crate::clock::now();
     let generation = policy.metadata.generation;
     let previous = {
         let memory = ctx.memory.lock().unwrap_or_else(|e| e.into_inner());
@@ -152,15 +154,18 @@ async fn reconcile(policy: Arc<RemediationPolicy>, ctx: Arc<Context>) -> Result<
                 recent: seed_recent(previous.as_ref(), validated.mode, now),
                 acted: BTreeSet::new(),
                 last_status: mem.last_status.take(),
+                held_alive: std::mem::take(&mut mem.held_alive),
             };
         }
         mem.recent.retain(|a| now.duration_since(a.at) < RATE_WINDOW);
-        let state = ctx.state.read().unwrap_or_else(|e| e.into_inner());
+        let mut state = ctx.state.write().unwrap_or_else(|e| e.into_inner());
+        state.refresh_evidence(now);
         state.observe(now, mem.recent.clone(), mem.acted.clone())
     };
     let plan = plan(&observed, &validated, now);
+    log_evidence(&ctx, &name, &plan);
 
-    let outcomes = ctx.writer.execute(&policy, validated.mode, &plan.actions, Timestamp::now).await;
+    let outcomes = ctx.writer.execute(&policy, &validated, &plan.actions, crate::clock::now).await;
     {
         let mut memory = ctx.memory.lock().unwrap_or_else(|e| e.into_inner());
         let mem = memory.entry(name.clone()).or_default();
@@ -193,13 +198,31 @@ async fn reconcile(policy: Arc<RemediationPolicy>, ctx: Arc<Context>) -> Result<
         Evaluation::Planned { policy: &validated, plan: &plan },
         generation,
         previous.as_ref(),
-        Timestamp::now(),
+        crate::clock::now(),
     );
     push_recent_actions(&mut status, outcomes.into_iter().map(|o| o.record));
     status.blocked_rollouts = blocked_rollouts_in_scope(&observed, &plan, &validated);
     write_status(&ctx, &name, previous.as_ref(), status).await?;
 
-    Ok(next_action(&plan, Timestamp::now()))
+    Ok(next_action(&plan, crate::clock::now()))
+}
+
+/// Logs, once per change, the nodes held alive although not Ready, and a suspended evidence
+/// window.
+fn log_evidence(ctx: &Context, policy: &str, plan: &Plan) {
+    let mut memory = ctx.memory.lock().unwrap_or_else(|e| e.into_inner());
+    let mem = memory.entry(policy.to_string()).or_default();
+    let now_alive: BTreeSet<String> =
+        plan.nodes.iter().filter(|n| n.held_alive.is_some()).map(|n| n.name.clone()).collect();
+    for node in plan.nodes.iter().filter(|n| !mem.held_alive.contains(&n.name)) {
+        if node.held_alive.is_some() {
+            info!(policy, node = %node.name, why = %node.why, "node not Ready but held alive: its kubelet answers");
+        }
+    }
+    mem.held_alive = now_alive;
+    if let Some(suspension) = &plan.suspended {
+        debug!(policy, %suspension, "evidence suspended: no node counts as dead");
+    }
 }
 
 /// Requeue exactly at the next deadline (plus a few milliseconds), or wait for a change.

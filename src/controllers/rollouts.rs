@@ -7,7 +7,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use jiff::Timestamp;
 use kube::runtime::events::EventType;
 use tokio::sync::watch;
 use tracing::info;
@@ -30,7 +29,7 @@ pub async fn run(
 ) {
     let mut reported = Reported::new();
     loop {
-        let now = Timestamp::now();
+        let now = crate::clock::now();
         let analysis = {
             let state = state.read().unwrap_or_else(|e| e.into_inner());
             if !state.synced() { None } else { Some(state.rollout_analysis(now)) }
@@ -39,8 +38,8 @@ pub async fn run(
         if let Some(analysis) = analysis {
             report(&writer, &metrics, &mut reported, &analysis.blocked).await;
             if let Some(next) = analysis.next_change {
-                let until =
-                    Duration::try_from(next.duration_since(Timestamp::now())).unwrap_or_default();
+                let until = Duration::try_from(next.duration_since(crate::clock::now()))
+                    .unwrap_or_default();
                 wait = until + Duration::from_millis(5);
             }
         }

@@ -1,21 +1,26 @@
 //! The operator's compact view of the cluster, fed by one watch per kind.
 //!
 //! No full objects are kept: a node is a [`NodeView`] without its Lease, a Lease is its renew
-//! time, a pod is a [`PodRecord`] and only while it is Terminating, a namespace is its labels, a
-//! claim is whether it is ReadWriteOnce. [`ClusterState::observe`] assembles the core's
-//! [`Observed`] from them.
+//! time and when we saw it change, a pod is a [`PodRecord`] and only while it is Terminating, a
+//! namespace is its labels, a claim is whether it is ReadWriteOnce. [`ClusterState::observe`]
+//! assembles the core's [`Observed`] from them.
+//!
+//! Every `now` passed in comes from [`crate::clock`]: evidence is timed by the instant *we* saw
+//! it, never by the timestamps other machines wrote into the objects.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolumeClaim, Pod};
 
 use super::observe::{node_view, pod_record};
 use crate::core::rollouts::{
     ReplicaSetView, RolloutAnalysis, WorkloadKind, WorkloadRef, WorkloadView, blocked_rollouts,
 };
-use crate::core::{NodeView, Observed, PastAction, PodView, Readiness};
+use crate::core::{
+    EvidenceWindow, NodeView, Observed, PastAction, PodView, Readiness, Suspension, lease_drought,
+};
 
 /// The kinds the operator watches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -64,21 +69,23 @@ pub struct PodRecord {
     pub claims: Vec<String>,
 }
 
-/// If no Lease has been renewed for this long although nodes exist, the Lease view itself is
-/// considered stale (a hung watch, an API server outage): evidence restarts when events resume.
-pub const LEASE_VIEW_SILENCE: SignedDuration = SignedDuration::from_secs(60);
+/// A kubelet Lease as remembered: its `renewTime` (the kubelet's clock, for people) and when we
+/// saw that value arrive (our clock, for decisions).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeaseRecord {
+    pub renewed: Timestamp,
+    pub seen: Timestamp,
+    /// Only listed, never seen changing: its `seen` is the list's instant, not a renewal's, so
+    /// it does not count as a renewing kubelet for droughts.
+    pub listed_only: bool,
+}
 
 /// Whether the watches can be trusted, and since when.
 #[derive(Clone, Debug, Default)]
 struct Sync {
     /// Kinds whose initial list completed.
     listed: BTreeSet<WatchedKind>,
-    /// Start of the current evidence window: the latest of every initial list completing,
-    /// a Lease watch recovering from an error, or Lease events resuming after a silence.
-    window_start: Option<Timestamp>,
-    /// The Lease watch reported an error and has not delivered an event since.
-    lease_broken: bool,
-    last_lease_event: Option<Timestamp>,
+    window: EvidenceWindow,
 }
 
 /// What a watch event changed, so the caller knows whether policies must be re-planned.
@@ -93,7 +100,7 @@ pub enum Change {
 #[derive(Debug, Default)]
 pub struct ClusterState {
     nodes: HashMap<String, NodeView>,
-    leases: HashMap<String, Timestamp>,
+    leases: HashMap<String, LeaseRecord>,
     /// Terminating pods by UID.
     pods: HashMap<String, PodRecord>,
     namespaces: HashMap<String, Arc<BTreeMap<String, String>>>,
@@ -110,7 +117,7 @@ pub struct ClusterState {
 #[derive(Debug, Default)]
 struct Relist {
     nodes: Option<HashMap<String, NodeView>>,
-    leases: Option<HashMap<String, Timestamp>>,
+    leases: Option<HashMap<String, LeaseRecord>>,
     pods: Option<HashMap<String, PodRecord>>,
     namespaces: Option<HashMap<String, Arc<BTreeMap<String, String>>>>,
     rwo_claims: Option<HashSet<String>>,
@@ -155,8 +162,6 @@ impl ClusterState {
                 if let Some(m) = self.relist.leases.take() {
                     self.leases = m;
                 }
-                self.sync.lease_broken = false;
-                self.sync.last_lease_event = Some(now);
             }
             WatchedKind::Pod => {
                 if let Some(m) = self.relist.pods.take() {
@@ -191,26 +196,30 @@ impl ClusterState {
             }
         }
         self.sync.listed.insert(kind);
-        self.restart_window(now);
+        self.sync.window.listed(kind == WatchedKind::Lease, now);
         Change::Relevant
     }
 
     /// A watch reported an error. For Leases this suspends all evidence until events resume.
     pub fn watch_failed(&mut self, kind: WatchedKind) -> Change {
-        if kind == WatchedKind::Lease && !self.sync.lease_broken {
-            self.sync.lease_broken = true;
+        if kind == WatchedKind::Lease && self.sync.window.lease_watch_failed() {
             return Change::Relevant;
         }
         Change::None
     }
 
-    fn restart_window(&mut self, now: Timestamp) {
-        self.sync.window_start = Some(self.sync.window_start.map_or(now, |t| t.max(now)));
-    }
-
-    pub fn apply_node(&mut self, node: &Node) -> Change {
-        let view = node_view(node);
+    /// A Node was added or changed, seen at `now`. The instant it left Ready is ours: kept from
+    /// the previous view while it stays not Ready.
+    pub fn apply_node(&mut self, node: &Node, now: Timestamp) -> Change {
+        let mut view = node_view(node);
         let name = view.observation.name.clone();
+        if view.observation.readiness != Readiness::Ready {
+            let before = self.nodes.get(&name).map(|n| &n.observation);
+            view.observation.not_ready_seen = match before {
+                Some(b) if b.readiness != Readiness::Ready => b.not_ready_seen.or(Some(now)),
+                _ => Some(now),
+            };
+        }
         if let Some(relist) = self.relist.nodes.as_mut() {
             relist.insert(name, view);
             return Change::None;
@@ -226,28 +235,31 @@ impl ClusterState {
         Change::Relevant
     }
 
+    /// A kubelet Lease was added or changed, seen at `now`. A new `renewTime` value is a renewal
+    /// seen now, whatever instant the kubelet wrote into it.
     pub fn apply_lease(
         &mut self,
         name: &str,
         renewed: Option<Timestamp>,
         now: Timestamp,
     ) -> Change {
+        let have_nodes = !self.nodes.is_empty();
         let mut change = Change::None;
-        if self.sync.lease_broken {
-            self.sync.lease_broken = false;
-            self.restart_window(now);
-            change = Change::Relevant;
-        } else if self.lease_view_silent(now) {
-            self.restart_window(now);
+        if self.sync.window.lease_event(now, have_nodes) {
             change = Change::Relevant;
         }
-        self.sync.last_lease_event = Some(now);
         let Some(renewed) = renewed else { return change };
+        let listing = self.relist.leases.is_some();
+        let record = match self.leases.get(name) {
+            Some(old) if old.renewed == renewed => *old,
+            Some(_) => LeaseRecord { renewed, seen: now, listed_only: false },
+            None => LeaseRecord { renewed, seen: now, listed_only: listing },
+        };
         if let Some(relist) = self.relist.leases.as_mut() {
-            relist.insert(name.to_string(), renewed);
+            relist.insert(name.to_string(), record);
             return Change::None;
         }
-        self.leases.insert(name.to_string(), renewed);
+        self.leases.insert(name.to_string(), record);
         // A renewal only matters for a node that is not Ready: it postpones its death.
         let node_ready = self
             .nodes
@@ -382,21 +394,18 @@ impl ClusterState {
         WatchedKind::ALL.iter().all(|k| self.sync.listed.contains(k))
     }
 
-    fn lease_view_silent(&self, now: Timestamp) -> bool {
-        !self.nodes.is_empty()
-            && self
-                .sync
-                .last_lease_event
-                .is_some_and(|t| now.duration_since(t) > LEASE_VIEW_SILENCE)
+    /// Reads the renewals for a drought at `now` (see [`crate::core::evidence`]); call before
+    /// [`ClusterState::evidence_since`]. Returns whether the reading changed.
+    pub fn refresh_evidence(&mut self, now: Timestamp) -> Change {
+        let renewals = self.leases.values().filter(|l| !l.listed_only).map(|l| l.seen);
+        let drought = lease_drought(renewals, now);
+        if self.sync.window.drought(now, drought) { Change::Relevant } else { Change::None }
     }
 
-    /// The start of the evidence window at `now`, or `None` when evidence cannot be trusted:
-    /// a watch not listed yet, a broken Lease watch, or a Lease view silent for too long.
-    pub fn evidence_since(&self, now: Timestamp) -> Option<Timestamp> {
-        if !self.synced() || self.sync.lease_broken || self.lease_view_silent(now) {
-            return None;
-        }
-        self.sync.window_start
+    /// The start of the evidence window at `now`, or why evidence cannot be trusted: a watch
+    /// not listed yet, a broken or silent Lease watch, a drought of renewals.
+    pub fn evidence_since(&self, now: Timestamp) -> Result<Timestamp, Suspension> {
+        self.sync.window.since(now, self.synced(), !self.nodes.is_empty())
     }
 
     pub fn node_count(&self) -> usize {
@@ -420,7 +429,9 @@ impl ClusterState {
             .values()
             .map(|n| {
                 let mut n = n.clone();
-                n.observation.lease_renewed = self.leases.get(&n.observation.name).copied();
+                let lease = self.leases.get(&n.observation.name);
+                n.observation.lease_renewed = lease.map(|l| l.renewed);
+                n.observation.lease_seen = lease.map(|l| l.seen);
                 n
             })
             .collect();
@@ -448,10 +459,12 @@ impl ClusterState {
         for pod in &mut pods {
             pod.blocks_rollout = blocking.get(pod.uid.as_str()).map(|w| (*w).clone());
         }
+        let evidence = self.evidence_since(now);
         Observed {
             nodes,
             pods,
-            watch_synced_at: self.evidence_since(now),
+            watch_synced_at: evidence.as_ref().ok().copied(),
+            suspended: evidence.err(),
             recent_actions,
             acted_pods,
         }

@@ -38,7 +38,7 @@ pub fn spawn_watches(
             Api::<Node>::all(client.clone()),
             WatchedKind::Node,
             ctx.clone(),
-            |s, n: &Node, _| s.apply_node(n),
+            |s, n: &Node, now| s.apply_node(n, now),
             |s, n: &Node| s.delete_node(&n.name_any()),
         ),
         spawn(
@@ -130,7 +130,7 @@ async fn consume<K>(
 ) {
     let mut stream = std::pin::pin!(stream);
     while let Some(event) = stream.next().await {
-        let now = Timestamp::now();
+        let now = crate::clock::now();
         let (change, synced, nodes, pods) = {
             let mut state = ctx.state.write().unwrap_or_else(|e| e.into_inner());
             let change = match &event {

@@ -9,6 +9,7 @@
 
 pub mod budget;
 pub mod duration;
+pub mod evidence;
 pub mod node;
 pub mod plan;
 pub mod policy;
@@ -18,6 +19,7 @@ pub mod status;
 
 pub use budget::{RATE_WINDOW, Window};
 pub use duration::{DurationError, format_duration, parse_duration};
+pub use evidence::{Drought, EvidenceWindow, Suspension, lease_drought};
 pub use node::{
     FencingEvidence, NodeHealth, NodeObservation, NodeState, NodeSummary, NodeView, Readiness,
     assess_node, summarize_node,

@@ -1,5 +1,11 @@
 //! Node health from the evidence a kubelet leaves behind: the NodeReady condition and the
 //! kubelet's Lease in `kube-node-lease`.
+//!
+//! Every age is measured by the operator's own clock, from the instant it *saw* the evidence
+//! change (a Lease renewal arriving, the Ready condition leaving True), as the node lifecycle
+//! controller does. The timestamps inside the objects (`renewTime`, `lastTransitionTime`) are
+//! written by other machines whose clocks may run minutes off: they are shown to people and never
+//! compared with our clock.
 
 use std::collections::BTreeMap;
 
@@ -8,7 +14,7 @@ use jiff::{SignedDuration, Timestamp};
 use super::budget::add;
 use super::duration::format_duration;
 use super::policy::ValidatedPolicy;
-use crate::crd::{OUT_OF_SERVICE_TAINT, SHUTDOWN_TAINT};
+use crate::crd::{FencingSpec, OUT_OF_SERVICE_TAINT, SHUTDOWN_TAINT};
 
 /// The status of a node's `Ready` condition as the node lifecycle controller reports it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,10 +56,18 @@ impl Readiness {
 pub struct NodeObservation {
     pub name: String,
     pub readiness: Readiness,
-    /// When the `Ready` condition last changed status.
+    /// When the `Ready` condition last changed status, as written in it (by the kubelet or the
+    /// node lifecycle controller, on their clocks): shown, never compared with ours.
     pub ready_transition: Option<Timestamp>,
-    /// When the kubelet last renewed its Lease (`spec.renewTime`).
+    /// The Lease's `spec.renewTime`, written by the kubelet on its clock: shown, never compared
+    /// with ours.
     pub lease_renewed: Option<Timestamp>,
+    /// When the operator first saw the node not Ready, by its own clock (`None` while Ready, or
+    /// for a one-shot read).
+    pub not_ready_seen: Option<Timestamp>,
+    /// When the operator last saw the Lease's `renewTime` change, by its own clock (`None`
+    /// without a Lease, or for a one-shot read).
+    pub lease_seen: Option<Timestamp>,
     /// `spec.unschedulable` (cordoned).
     pub unschedulable: bool,
     /// `key:effect` of each taint.
@@ -65,6 +79,46 @@ impl NodeObservation {
     pub fn has_taint_key(&self, key: &str) -> bool {
         self.taints.iter().any(|t| t.split_once(':').map_or(t.as_str(), |(k, _)| k) == key)
     }
+
+    /// Whether the node carries a taint with this key and effect.
+    pub fn has_taint(&self, key: &str, effect: &str) -> bool {
+        self.taints.iter().any(|t| t.split_once(':') == Some((key, effect)))
+    }
+
+    /// How far the kubelet's clock runs behind ours (negative: ahead), as seen when its last
+    /// renewal arrived: our clock then minus the `renewTime` it wrote.
+    pub fn lease_skew(&self) -> Option<SignedDuration> {
+        Some(self.lease_seen?.duration_since(self.lease_renewed?))
+    }
+
+    /// The first enabled fencing evidence on this node: the out-of-service taint counts only with
+    /// effect `NoExecute` (what PodGC and the attach/detach controller act on), the shutdown taint
+    /// with any effect.
+    pub fn fencing(&self, fencing: &FencingSpec, deleted: bool) -> Option<FencingEvidence> {
+        if deleted && fencing.node_deleted {
+            Some(FencingEvidence::NodeDeleted)
+        } else if fencing.out_of_service_taint && self.has_taint(OUT_OF_SERVICE_TAINT, "NoExecute")
+        {
+            Some(FencingEvidence::OutOfServiceTaint)
+        } else if fencing.shutdown_taint && self.has_taint_key(SHUTDOWN_TAINT) {
+            Some(FencingEvidence::ShutdownTaint)
+        } else {
+            None
+        }
+    }
+}
+
+/// Skews below this are clock noise and left unmentioned.
+pub const NOTABLE_SKEW: SignedDuration = SignedDuration::from_secs(30);
+
+/// "(its renewTime is 5m behind ours: clock skew on the node?)", or nothing for a small skew.
+/// Rounded to 10 s so that the text stays the same from one renewal to the next.
+fn skew_note(skew: Option<SignedDuration>) -> String {
+    let Some(skew) = skew.filter(|s| s.abs() >= NOTABLE_SKEW) else { return String::new() };
+    let rounded = SignedDuration::from_secs((skew.as_secs() + 5).div_euclid(10) * 10);
+    let (amount, side) =
+        if rounded.is_negative() { (-rounded, "ahead of") } else { (rounded, "behind") };
+    format!(" (its renewTime is {} {side} ours: clock skew on the node?)", format_duration(amount))
 }
 
 /// What the planner keeps about one node: the observation plus what scoping needs.
@@ -88,6 +142,8 @@ impl NodeView {
                 readiness: Readiness::Missing,
                 ready_transition: None,
                 lease_renewed: None,
+                not_ready_seen: None,
+                lease_seen: None,
                 unschedulable: false,
                 taints: Vec::new(),
             },
@@ -151,33 +207,33 @@ pub struct NodeSummary {
     pub dead_at: Option<Timestamp>,
     /// Why, for humans.
     pub why: String,
+    /// The Lease `renewTime` judged on (the kubelet's clock): the last look compares it.
+    pub lease_renewed: Option<Timestamp>,
+    /// Set when the node is not Ready but its kubelet keeps renewing its Lease (a renewal seen
+    /// after it left Ready): alive, whatever its timestamps say. A sentence without relative
+    /// times, stable from one renewal to the next, for the status and the log.
+    pub held_alive: Option<String>,
 }
 
 /// Judges a node at `now` under `policy`.
 ///
 /// A node is dead when it is deleted, or when both hold: `Ready` has not been True for
-/// `notReadyFor`, and the Lease has not been renewed for `leaseStaleFor`. Both ages are measured
-/// from no earlier than `watch_synced_at` (safety invariant 2): evidence that predates our view
-/// of the cluster does not count, and with `watch_synced_at == None` (caches not synced) no node
-/// is dead. A missing condition or Lease counts as "since the sync".
+/// `notReadyFor`, and no Lease renewal has been seen for `leaseStaleFor`. Both are timed by the
+/// operator's clock from when it saw the evidence ([`NodeObservation::not_ready_seen`],
+/// [`NodeObservation::lease_seen`]), and from no earlier than `evidence_since`, the start of the
+/// current evidence window (safety invariant 2): evidence that predates our trustworthy view of
+/// the cluster does not count, and with `evidence_since == None` (caches not synced, or the
+/// Lease view stalled) no node is dead. A missing condition or Lease counts as "since the window
+/// start".
 pub fn summarize_node(
     view: &NodeView,
     policy: &ValidatedPolicy,
-    watch_synced_at: Option<Timestamp>,
+    evidence_since: Option<Timestamp>,
     now: Timestamp,
 ) -> NodeSummary {
     let obs = &view.observation;
-    let fencing = &policy.fencing;
-    let fenced_by = if view.deleted && fencing.node_deleted {
-        Some(FencingEvidence::NodeDeleted)
-    } else if fencing.out_of_service_taint && obs.has_taint_key(OUT_OF_SERVICE_TAINT) {
-        Some(FencingEvidence::OutOfServiceTaint)
-    } else if fencing.shutdown_taint && obs.has_taint_key(SHUTDOWN_TAINT) {
-        Some(FencingEvidence::ShutdownTaint)
-    } else {
-        None
-    };
-    let summary = |state, dead_at, why: String| NodeSummary {
+    let fenced_by = obs.fencing(&policy.fencing, view.deleted);
+    let summary = |state, dead_at, why: String, held_alive| NodeSummary {
         name: obs.name.clone(),
         state,
         excluded: view.excluded,
@@ -185,40 +241,61 @@ pub fn summarize_node(
         fenced_by,
         dead_at,
         why,
+        lease_renewed: obs.lease_renewed,
+        held_alive,
     };
-    let Some(synced) = watch_synced_at else {
+    let Some(since) = evidence_since else {
         let state = if view.deleted || obs.readiness != Readiness::Ready {
             NodeState::Unhealthy
         } else {
             NodeState::Healthy
         };
-        return summary(state, None, "caches not synced: no node counts as dead yet".into());
+        return summary(
+            state,
+            None,
+            "evidence not trusted now: no node counts as dead".into(),
+            None,
+        );
     };
     if view.deleted {
-        return summary(NodeState::Dead, None, "Node object deleted".into());
+        return summary(NodeState::Dead, None, "Node object deleted".into(), None);
     }
     if obs.readiness == Readiness::Ready {
-        return summary(NodeState::Healthy, None, "Ready".into());
+        return summary(NodeState::Healthy, None, "Ready".into(), None);
     }
-    let not_ready_since = obs.ready_transition.unwrap_or(synced).max(synced);
-    let lease_since = obs.lease_renewed.unwrap_or(synced).max(synced);
+    let not_ready_since = obs.not_ready_seen.unwrap_or(since).max(since);
+    let lease_since = obs.lease_seen.unwrap_or(since).max(since);
     let not_ready_due = add(not_ready_since, policy.not_ready_for);
     let lease_due = add(lease_since, policy.lease_stale_for);
     let dead_at = not_ready_due.max(lease_due);
     let readiness = obs.readiness.as_str();
-    let ready_fact = match obs.ready_transition {
-        Some(t) if t >= synced => format!("Ready={readiness} since {t}"),
-        Some(t) => format!("Ready={readiness} since {t} (counted from the watch sync at {synced})"),
-        None => format!("Ready={readiness} (counted from the watch sync at {synced})"),
+    let window = |t: Option<Timestamp>| match t {
+        Some(t) if t >= since => String::new(),
+        _ => format!(" (counted from the evidence window start at {since})"),
     };
-    let lease_fact = match obs.lease_renewed {
-        Some(t) if t >= synced => format!("Lease renewed {t}"),
-        Some(t) => format!("Lease renewed {t} (counted from the watch sync at {synced})"),
-        None => format!("no Lease (counted from the watch sync at {synced})"),
+    let ready_fact =
+        format!("Ready={readiness} since {not_ready_since}{}", window(obs.not_ready_seen));
+    let skew = skew_note(obs.lease_skew());
+    let lease_fact = match obs.lease_seen {
+        Some(seen) if seen >= since => format!(
+            "Lease renewal seen {} ago by our clock{skew}",
+            format_duration(now.duration_since(seen).max(SignedDuration::ZERO))
+        ),
+        Some(_) => format!("Lease not renewed{}{skew}", window(None)),
+        None => format!("no Lease renewal seen{}", window(None)),
     };
     let facts = format!("{ready_fact}, {lease_fact}");
+    // The kubelet answers (its renewals keep arriving) although the node is not Ready.
+    let held_alive = (now < lease_due && obs.lease_seen.is_some_and(|s| s >= not_ready_since))
+        .then(|| {
+            format!(
+                "{}: Ready={readiness} but its kubelet keeps renewing its Lease{}",
+                obs.name,
+                skew_note(obs.lease_skew())
+            )
+        });
     if now >= dead_at {
-        summary(NodeState::Dead, Some(dead_at), format!("dead since {dead_at}: {facts}"))
+        summary(NodeState::Dead, Some(dead_at), format!("dead since {dead_at}: {facts}"), None)
     } else {
         let mut waits = Vec::new();
         if now < not_ready_due {
@@ -233,10 +310,12 @@ pub fn summarize_node(
                 format_duration(policy.lease_stale_for)
             ));
         }
+        let alive = if held_alive.is_some() { "alive: its kubelet answers; " } else { "" };
         summary(
             NodeState::Unhealthy,
             Some(dead_at),
-            format!("{facts}; waiting for {}", waits.join(" and ")),
+            format!("{alive}{facts}; waiting for {}", waits.join(" and ")),
+            held_alive,
         )
     }
 }
@@ -301,6 +380,8 @@ mod tests {
             readiness,
             ready_transition: transition.map(ts),
             lease_renewed: lease.map(ts),
+            not_ready_seen: None,
+            lease_seen: None,
             unschedulable: false,
             taints: vec![],
         };
@@ -379,6 +460,8 @@ mod tests {
             taints: &'static [&'static str],
             deleted: bool,
             synced: Option<Timestamp>,
+            /// The kubelet's own `renewTime` when it differs from when we saw the renewal.
+            renew_time: Option<Timestamp>,
             want: (NodeState, Option<Timestamp>, Option<FencingEvidence>),
         }
         let row = |case, readiness, transition, lease, want| Row {
@@ -389,6 +472,7 @@ mod tests {
             taints: &[],
             deleted: false,
             synced: long_ago,
+            renew_time: None,
             want,
         };
         use FencingEvidence::*;
@@ -523,6 +607,27 @@ mod tests {
                 )
             },
             Row {
+                case: "kubelet clock 5m behind, renewal seen 5s ago: alive",
+                renew_time: at("00:04:55"),
+                ..row(
+                    "",
+                    NotReady,
+                    at("00:00:00"),
+                    at("00:09:55"),
+                    (Unhealthy, at("00:11:55"), None),
+                )
+            },
+            Row {
+                case: "kubelet clock 5m ahead, no renewal seen for 3m: dead by our clock",
+                renew_time: at("00:12:00"),
+                ..row("", Unknown, at("00:00:00"), at("00:07:00"), (Dead, at("00:09:00"), None))
+            },
+            Row {
+                case: "out-of-service taint without NoExecute does not fence",
+                taints: &["node.kubernetes.io/out-of-service:NoSchedule"],
+                ..row("", Unknown, at("00:00:00"), at("00:00:00"), (Dead, at("00:05:00"), None))
+            },
+            Row {
                 case: "other taints do not fence",
                 taints: &["node.kubernetes.io/unreachable:NoExecute"],
                 ..row("", Unknown, at("00:00:00"), at("00:00:00"), (Dead, at("00:05:00"), None))
@@ -535,7 +640,10 @@ mod tests {
                     name: "n1".into(),
                     readiness: r.readiness,
                     ready_transition: r.transition,
-                    lease_renewed: r.lease,
+                    lease_renewed: r.renew_time.or(r.lease),
+                    // Seen when they happened, unless a row says otherwise.
+                    not_ready_seen: r.transition.filter(|_| r.readiness != IsReady),
+                    lease_seen: r.lease,
                     unschedulable: false,
                     taints: r.taints.iter().map(|t| t.to_string()).collect(),
                 },
@@ -573,13 +681,65 @@ mod tests {
         let mut view = NodeView::deleted_unknown("n1");
         view.deleted = false;
         view.observation.readiness = Readiness::Unknown;
-        view.observation.ready_transition = Some(ts("2026-01-01T00:09:00Z"));
+        view.observation.ready_transition = Some(ts("2026-01-01T00:08:59Z"));
+        view.observation.not_ready_seen = Some(ts("2026-01-01T00:09:00Z"));
         view.observation.lease_renewed = Some(ts("2026-01-01T00:08:30Z"));
+        view.observation.lease_seen = Some(ts("2026-01-01T00:08:30.010Z"));
         let got = summarize_node(&view, &policy(|_| {}), Some(ts("2026-01-01T00:00:00Z")), now);
         assert_eq!(
             got.why,
-            "Ready=Unknown since 2026-01-01T00:09:00Z, Lease renewed 2026-01-01T00:08:30Z; waiting for \
-             notReadyFor 5m until 2026-01-01T00:14:00Z and leaseStaleFor 2m until 2026-01-01T00:10:30Z"
+            "Ready=Unknown since 2026-01-01T00:09:00Z, Lease renewal seen 1m29.990s ago by our clock; \
+             waiting for notReadyFor 5m until 2026-01-01T00:14:00Z and leaseStaleFor 2m until \
+             2026-01-01T00:10:30.01Z"
         );
+        assert_eq!(got.held_alive, None, "the last renewal came before the node left Ready");
+    }
+
+    #[test]
+    fn a_skewed_kubelet_that_renews_is_held_alive_and_says_why() {
+        // Ready=False (runtime down) since 00:05 by our clock; the kubelet renews every 2 s with
+        // a clock 5 min behind ours.
+        let now = ts("2026-01-01T00:10:00Z");
+        let mut view = NodeView::deleted_unknown("n1");
+        view.deleted = false;
+        view.observation.readiness = Readiness::NotReady;
+        view.observation.ready_transition = Some(ts("2026-01-01T00:00:00Z"));
+        view.observation.not_ready_seen = Some(ts("2026-01-01T00:05:00Z"));
+        view.observation.lease_renewed = Some(ts("2026-01-01T00:04:58.003Z"));
+        view.observation.lease_seen = Some(ts("2026-01-01T00:09:58Z"));
+        let got = summarize_node(&view, &policy(|_| {}), Some(ts("2026-01-01T00:00:00Z")), now);
+        assert_eq!(got.state, NodeState::Unhealthy);
+        assert_eq!(
+            got.held_alive.as_deref(),
+            Some(
+                "n1: Ready=NotReady but its kubelet keeps renewing its Lease (its renewTime is 5m \
+                 behind ours: clock skew on the node?)"
+            )
+        );
+        assert!(got.why.starts_with("alive: its kubelet answers; "), "{}", got.why);
+        assert!(got.why.contains("Lease renewal seen 2s ago by our clock"), "{}", got.why);
+
+        // The same sentence one renewal later (jitter of a few ms): the status does not churn.
+        view.observation.lease_renewed = Some(ts("2026-01-01T00:05:00.001Z"));
+        view.observation.lease_seen = Some(ts("2026-01-01T00:10:00Z"));
+        let later = summarize_node(&view, &policy(|_| {}), Some(ts("2026-01-01T00:00:00Z")), now);
+        assert_eq!(later.held_alive, got.held_alive);
+    }
+
+    #[test]
+    fn skew_note_table() {
+        let secs = |s| Some(SignedDuration::from_secs(s));
+        let table = [
+            (None, ""),
+            (secs(0), ""),
+            (secs(29), ""),
+            (secs(-29), ""),
+            (secs(30), " (its renewTime is 30s behind ours: clock skew on the node?)"),
+            (secs(304), " (its renewTime is 5m behind ours: clock skew on the node?)"),
+            (secs(-306), " (its renewTime is 5m10s ahead of ours: clock skew on the node?)"),
+        ];
+        for (skew, want) in table {
+            assert_eq!(skew_note(skew), want, "{skew:?}");
+        }
     }
 }

@@ -12,10 +12,14 @@ use jiff::{SignedDuration, Timestamp};
 
 use super::budget::{RATE_WINDOW, Window, add};
 use super::duration::format_duration;
+use super::evidence::Suspension;
+use super::node::{NodeObservation, Readiness};
 use super::node::{NodeState, NodeSummary, NodeView, summarize_node};
 use super::policy::{MaxUnhealthy, ValidatedPolicy};
 pub use super::rollouts::WorkloadRef;
-use crate::crd::{ActionKind, FencingRequirement, OwnerKind};
+use crate::crd::{
+    ActionKind, EXCLUDE_ANNOTATION, FencingRequirement, FencingSpec, Mode, OwnerKind,
+};
 
 /// A pod's controlling owner reference.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -96,9 +100,12 @@ pub struct Observed {
     pub nodes: Vec<NodeView>,
     /// Terminating pods (others are ignored).
     pub pods: Vec<PodView>,
-    /// When the node, Lease and pod watches last finished their initial list (or relist).
-    /// `None` while any of them is not synced: then no node is dead and nothing is done.
+    /// The start of the evidence window (see [`crate::core::evidence`]): when the watches last
+    /// finished a (re)list or the Lease view last resumed after a stall. `None` while evidence
+    /// is not trusted: then no node is dead and nothing is done.
     pub watch_synced_at: Option<Timestamp>,
+    /// Why evidence is not trusted, when `watch_synced_at` is `None`.
+    pub suspended: Option<Suspension>,
     /// This policy's actions of at least the last 60 s (older ones are ignored), with result
     /// Done, WouldAct or Failed: attempts count towards the rate limits.
     pub recent_actions: Vec<PastAction>,
@@ -113,6 +120,8 @@ pub struct Observed {
 pub enum NotEligible {
     /// The watches are not synced: no evidence is trusted.
     CachesNotSynced,
+    /// The Lease view stalled or failed (see [`Suspension`]): no evidence is trusted.
+    EvidenceSuspended { why: String },
     /// `stuckTerminating.enabled` is false.
     RuleDisabled,
     /// The pod is annotated `remediator.io/exclude: "true"`.
@@ -152,6 +161,7 @@ impl NotEligible {
     pub fn code(&self) -> &'static str {
         match self {
             NotEligible::CachesNotSynced => "CachesNotSynced",
+            NotEligible::EvidenceSuspended { .. } => "EvidenceSuspended",
             NotEligible::RuleDisabled => "RuleDisabled",
             NotEligible::PodExcluded => "PodExcluded",
             NotEligible::NodeExcluded => "NodeExcluded",
@@ -178,6 +188,7 @@ impl fmt::Display for NotEligible {
             NotEligible::CachesNotSynced => {
                 write!(f, "watches not synced yet: no evidence is trusted")
             }
+            NotEligible::EvidenceSuspended { why } => write!(f, "{why}"),
             NotEligible::RuleDisabled => write!(
                 f,
                 "stuckTerminating is disabled in this policy (and recreateRollouts does not apply)"
@@ -260,6 +271,11 @@ pub struct ForceDelete {
     pub threshold: Timestamp,
     /// The workload whose rollout the pod blocks, told in an Event when it is released.
     pub blocks_rollout: Option<WorkloadRef>,
+    /// The node's Lease `renewTime` the plan judged on: any other value in the last look is a
+    /// renewal since the plan, so the kubelet is alive.
+    pub lease_renewed: Option<Timestamp>,
+    /// The fencing the pod needs, which the last look must still find on its node.
+    pub fencing_required: Option<FencingRequirement>,
 }
 
 /// What a fresh read of a pod says, just before it is force-deleted.
@@ -269,13 +285,47 @@ pub struct FreshPod<'a> {
     pub terminating: bool,
     /// `spec.nodeName` (empty when unset).
     pub node: &'a str,
+    /// Annotated `remediator.io/exclude: "true"`.
+    pub excluded: bool,
+}
+
+/// What a fresh read of the pod's node says (`None` in [`LastLook::node`]: the Node is gone).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FreshNode {
+    pub observation: NodeObservation,
+    pub excluded: bool,
+}
+
+/// What a fresh read of the policy says (`None` in [`LastLook::policy`]: it was deleted).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FreshPolicy {
+    pub mode: Mode,
+    pub paused: bool,
+    pub generation: Option<i64>,
+}
+
+/// Fresh reads (never from a cache) of everything a force delete stands on, taken right before
+/// the request: the pod (`None`: gone), its node, the node's Lease `renewTime`, the policy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LastLook<'a> {
+    pub pod: Option<FreshPod<'a>>,
+    pub node: Option<FreshNode>,
+    pub lease_renewed: Option<Timestamp>,
+    pub policy: Option<FreshPolicy>,
 }
 
 impl ForceDelete {
-    /// Whether the action still applies after a fresh read of the pod (`None`: gone) and of
-    /// its node (`node_ready`: the Node exists with Ready=True). `Err` says why it is skipped.
-    pub fn recheck(&self, pod: Option<FreshPod<'_>>, node_ready: bool) -> Result<(), String> {
-        let Some(pod) = pod else { return Err("pod already gone".into()) };
+    /// Whether the action still stands after the last look. `planned_generation` is the policy
+    /// generation the plan was made with; `fencing` its fencing settings. `Err` says why it is
+    /// skipped: the pod changed, the policy left Enforce or changed, or the node is no longer
+    /// dead by fresh evidence (Ready, a Lease renewed since the plan, excluded, fencing gone).
+    pub fn recheck(
+        &self,
+        look: &LastLook<'_>,
+        planned_generation: Option<i64>,
+        fencing: &FencingSpec,
+    ) -> Result<(), String> {
+        let Some(pod) = look.pod else { return Err("pod already gone".into()) };
         if pod.uid != Some(self.uid.as_str()) {
             return Err("a new pod with the same name replaced it; left alone".into());
         }
@@ -285,8 +335,44 @@ impl ForceDelete {
         if pod.node != self.node {
             return Err(format!("pod moved to node {:?}", pod.node));
         }
-        if node_ready {
-            return Err("node is Ready again; left alone".into());
+        if pod.excluded {
+            return Err(format!("pod annotated {EXCLUDE_ANNOTATION}=true; left alone"));
+        }
+        let Some(policy) = look.policy else { return Err("the policy was deleted".into()) };
+        if policy.mode != Mode::Enforce {
+            return Err(format!("the policy is in {} now; nothing deleted", policy.mode.as_str()));
+        }
+        if policy.paused {
+            return Err("the policy is paused now; nothing deleted".into());
+        }
+        if policy.generation != planned_generation {
+            return Err("the policy changed since the plan; its next evaluation decides".into());
+        }
+        if look.lease_renewed != self.lease_renewed {
+            let show = |t: Option<Timestamp>| t.map_or("none".to_string(), |t| t.to_string());
+            return Err(format!(
+                "the node's Lease was renewed since the plan (renewTime {} -> {}): its kubelet is alive; left alone",
+                show(self.lease_renewed),
+                show(look.lease_renewed)
+            ));
+        }
+        let fenced = match &look.node {
+            Some(node) => {
+                if node.observation.readiness == Readiness::Ready {
+                    return Err("node is Ready again; left alone".into());
+                }
+                if node.excluded {
+                    return Err(format!("node annotated {EXCLUDE_ANNOTATION}=true; left alone"));
+                }
+                node.observation.fencing(fencing, false)
+            }
+            None => NodeView::deleted_unknown(&self.node).observation.fencing(fencing, true),
+        };
+        if let (Some(required), None) = (self.fencing_required, fenced) {
+            return Err(format!(
+                "fencing evidence ({}) no longer on the node; left alone",
+                required.as_str()
+            ));
         }
         Ok(())
     }
@@ -360,6 +446,8 @@ pub struct PlanCounts {
 pub struct Plan {
     /// Whether evidence was trusted (`watch_synced_at` was set).
     pub synced: bool,
+    /// Why evidence was not trusted, when it was not.
+    pub suspended: Option<Suspension>,
     /// What to do now, oldest threshold first.
     pub actions: Vec<Action>,
     /// A verdict for every Terminating pod on an in-scope node, by namespace and name.
@@ -421,6 +509,8 @@ struct Ready {
     decision: usize,
     threshold: Timestamp,
     reason: String,
+    fencing_required: Option<FencingRequirement>,
+    lease_renewed: Option<Timestamp>,
 }
 
 /// Decides what to do at `now`. Pure: same inputs, same plan.
@@ -490,8 +580,14 @@ pub fn plan(observed: &Observed, policy: &ValidatedPolicy, now: Timestamp) -> Pl
                 deadlines.extend(deadline.filter(|t| *t > now));
                 Verdict::NotEligible(reason)
             }
-            Gate::Ready { threshold, reason } => {
-                ready.push(Ready { decision: decisions.len(), threshold, reason });
+            Gate::Ready { threshold, reason, fencing_required } => {
+                ready.push(Ready {
+                    decision: decisions.len(),
+                    threshold,
+                    reason,
+                    fencing_required,
+                    lease_renewed: node.lease_renewed,
+                });
                 // Filled in below.
                 Verdict::Eligible
             }
@@ -522,7 +618,7 @@ pub fn plan(observed: &Observed, policy: &ValidatedPolicy, now: Timestamp) -> Pl
     let mut owners: HashMap<OwnerKey, Window> = HashMap::new();
     let next_slot = |w: &Window| w.next_free().unwrap_or_else(|| add(now, RATE_WINDOW));
     let mut actions = Vec::new();
-    for Ready { decision, threshold, reason } in ready {
+    for Ready { decision, threshold, reason, fencing_required, lease_renewed } in ready {
         let d = &mut decisions[decision];
         let blocked = if policy.paused {
             Some(NotEligible::Paused)
@@ -568,6 +664,8 @@ pub fn plan(observed: &Observed, policy: &ValidatedPolicy, now: Timestamp) -> Pl
                         .iter()
                         .find(|p| p.uid == d.uid)
                         .and_then(|p| p.blocks_rollout.clone()),
+                    lease_renewed,
+                    fencing_required,
                 }));
             }
         }
@@ -577,6 +675,7 @@ pub fn plan(observed: &Observed, policy: &ValidatedPolicy, now: Timestamp) -> Pl
     decisions.sort_by(|a, b| (&a.namespace, &a.name, &a.uid).cmp(&(&b.namespace, &b.name, &b.uid)));
     Plan {
         synced: synced_at.is_some(),
+        suspended: if synced_at.is_some() { None } else { observed.suspended.clone() },
         actions,
         decisions,
         nodes: nodes.into_values().filter(|(_, in_scope)| *in_scope).map(|(s, _)| s).collect(),
@@ -592,6 +691,7 @@ enum Gate {
     Ready {
         threshold: Timestamp,
         reason: String,
+        fencing_required: Option<FencingRequirement>,
     },
 }
 
@@ -607,7 +707,10 @@ fn pod_gate(
 ) -> Gate {
     let blocked = |reason| Gate::Blocked(reason, None);
     if observed.watch_synced_at.is_none() {
-        return blocked(NotEligible::CachesNotSynced);
+        return blocked(match &observed.suspended {
+            None | Some(Suspension::NotSynced) => NotEligible::CachesNotSynced,
+            Some(other) => NotEligible::EvidenceSuspended { why: other.to_string() },
+        });
     }
     // A pod that blocks a rollout may also be released by recreateRollouts; the shorter
     // delay of the rules that apply wins.
@@ -684,7 +787,7 @@ fn pod_gate(
         node.name,
         node.why,
     );
-    Gate::Ready { threshold, reason }
+    Gate::Ready { threshold, reason, fencing_required: requirement }
 }
 
 #[cfg(test)]
@@ -722,6 +825,8 @@ mod tests {
                 readiness,
                 ready_transition: Some(transition),
                 lease_renewed: Some(t(0, 0)),
+                not_ready_seen: (readiness != Readiness::Ready).then_some(transition),
+                lease_seen: Some(t(0, 0)),
                 unschedulable: false,
                 taints: vec![],
             },
@@ -1559,6 +1664,7 @@ mod tests {
 
     #[test]
     fn recheck_table() {
+        let renewed = Some(t(0, 0));
         let fd = ForceDelete {
             namespace: "ns".into(),
             name: "web-0".into(),
@@ -1568,36 +1674,133 @@ mod tests {
             reason: String::new(),
             threshold: now(),
             blocks_rollout: None,
+            lease_renewed: renewed,
+            fencing_required: None,
         };
-        let pod = |uid: &'static str, terminating, node: &'static str| {
-            Some(FreshPod { uid: Some(uid), terminating, node })
+        let fenced = ForceDelete { fencing_required: Some(FencingRequirement::StatefulSet), ..fd.clone() };
+        let pod = FreshPod { uid: Some("u1"), terminating: true, node: "n1", excluded: false };
+        let dead = FreshNode { observation: node("n1", "dead").observation, excluded: false };
+        let enforce = FreshPolicy { mode: Mode::Enforce, paused: false, generation: Some(3) };
+        let good = LastLook {
+            pod: Some(pod),
+            node: Some(dead.clone()),
+            lease_renewed: renewed,
+            policy: Some(enforce),
         };
-        type Row = (&'static str, Option<FreshPod<'static>>, bool, Result<(), &'static str>);
-        let table: Vec<Row> = vec![
-            ("still applies", pod("u1", true, "n1"), false, Ok(())),
-            ("gone", None, false, Err("pod already gone")),
-            (
+        let oos = {
+            let mut n = dead.clone();
+            n.observation.taints = vec!["node.kubernetes.io/out-of-service:NoExecute".into()];
+            n
+        };
+        struct Row {
+            case: &'static str,
+            action: ForceDelete,
+            look: LastLook<'static>,
+            want: Result<(), &'static str>,
+        }
+        let row = |case, look, want| Row { case, action: fd.clone(), look, want };
+        let table = vec![
+            row("still applies", good.clone(), Ok(())),
+            row("gone", LastLook { pod: None, ..good.clone() }, Err("pod already gone")),
+            row(
                 "replaced by a pod with the same name",
-                pod("u2", true, "n1"),
-                false,
+                LastLook { pod: Some(FreshPod { uid: Some("u2"), ..pod }), ..good.clone() },
                 Err("a new pod with the same name replaced it; left alone"),
             ),
-            (
+            row(
                 "no longer Terminating",
-                pod("u1", false, "n1"),
-                false,
+                LastLook { pod: Some(FreshPod { terminating: false, ..pod }), ..good.clone() },
                 Err("pod is no longer Terminating"),
             ),
-            ("moved", pod("u1", true, "n2"), false, Err("pod moved to node \"n2\"")),
-            (
+            row(
+                "moved",
+                LastLook { pod: Some(FreshPod { node: "n2", ..pod }), ..good.clone() },
+                Err("pod moved to node \"n2\""),
+            ),
+            row(
+                "pod excluded since the plan",
+                LastLook { pod: Some(FreshPod { excluded: true, ..pod }), ..good.clone() },
+                Err("pod annotated remediator.io/exclude=true; left alone"),
+            ),
+            row(
+                "policy switched to DryRun",
+                LastLook {
+                    policy: Some(FreshPolicy { mode: Mode::DryRun, generation: Some(4), ..enforce }),
+                    ..good.clone()
+                },
+                Err("the policy is in DryRun now; nothing deleted"),
+            ),
+            row(
+                "policy paused",
+                LastLook {
+                    policy: Some(FreshPolicy { paused: true, generation: Some(4), ..enforce }),
+                    ..good.clone()
+                },
+                Err("the policy is paused now; nothing deleted"),
+            ),
+            row(
+                "policy changed otherwise",
+                LastLook { policy: Some(FreshPolicy { generation: Some(4), ..enforce }), ..good.clone() },
+                Err("the policy changed since the plan; its next evaluation decides"),
+            ),
+            row(
+                "policy deleted",
+                LastLook { policy: None, ..good.clone() },
+                Err("the policy was deleted"),
+            ),
+            row(
+                "Lease renewed since the plan",
+                LastLook { lease_renewed: Some(t(0, 1)), ..good.clone() },
+                Err("the node's Lease was renewed since the plan (renewTime 2026-01-01T00:00:00Z -> \
+                     2026-01-01T00:00:01Z): its kubelet is alive; left alone"),
+            ),
+            row(
+                "Lease appeared since the plan",
+                LastLook { lease_renewed: None, ..good.clone() },
+                Err("the node's Lease was renewed since the plan (renewTime 2026-01-01T00:00:00Z -> \
+                     none): its kubelet is alive; left alone"),
+            ),
+            row(
                 "node Ready again",
-                pod("u1", true, "n1"),
-                true,
+                LastLook {
+                    node: Some(FreshNode { observation: node("n1", "ready").observation, excluded: false }),
+                    ..good.clone()
+                },
                 Err("node is Ready again; left alone"),
             ),
+            row(
+                "node excluded since the plan",
+                LastLook { node: Some(FreshNode { excluded: true, ..dead.clone() }), ..good.clone() },
+                Err("node annotated remediator.io/exclude=true; left alone"),
+            ),
+            row("node deleted: still dead", LastLook { node: None, ..good.clone() }, Ok(())),
+            Row {
+                case: "fencing still there",
+                action: fenced.clone(),
+                look: LastLook { node: Some(oos.clone()), ..good.clone() },
+                want: Ok(()),
+            },
+            Row {
+                case: "fencing gone since the plan",
+                action: fenced.clone(),
+                look: good.clone(),
+                want: Err("fencing evidence (StatefulSet) no longer on the node; left alone"),
+            },
+            Row {
+                case: "node deleted counts as fencing",
+                action: fenced.clone(),
+                look: LastLook { node: None, ..good.clone() },
+                want: Ok(()),
+            },
         ];
-        for (case, fresh, node_ready, want) in table {
-            assert_eq!(fd.recheck(fresh, node_ready), want.map_err(String::from), "{case}");
+        let fencing = crate::crd::FencingSpec::default();
+        for r in table {
+            assert_eq!(
+                r.action.recheck(&r.look, Some(3), &fencing),
+                r.want.map_err(String::from),
+                "{}",
+                r.case
+            );
         }
     }
 }

@@ -7,6 +7,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::evidence::Suspension;
 use super::plan::{Observed, Plan};
 use super::policy::{InvalidPolicy, ValidatedPolicy};
 use super::rollouts::WorkloadRef;
@@ -20,6 +21,9 @@ pub const CONDITION_CIRCUIT_OPEN: &str = "CircuitOpen";
 pub const CONDITION_PAUSED: &str = "Paused";
 /// Condition type: the spec cannot be used.
 pub const CONDITION_INVALID: &str = "Invalid";
+
+/// How many held-alive nodes the Ready condition names.
+const MAX_HELD_ALIVE_LISTED: usize = 5;
 
 /// What the reconciler got from the policy.
 #[derive(Clone, Copy, Debug)]
@@ -90,20 +94,36 @@ pub fn desired_status(
             ];
         }
         Evaluation::Planned { policy, plan } => {
-            let ready = if plan.synced {
-                cond(
+            let ready = match &plan.suspended {
+                _ if plan.synced => {
+                    let mut message =
+                        format!("evaluated against synced watches in mode {}", policy.mode.as_str());
+                    let alive: Vec<&str> =
+                        plan.nodes.iter().filter_map(|n| n.held_alive.as_deref()).collect();
+                    if !alive.is_empty() {
+                        message.push_str(&format!(
+                            "; {} not-Ready node(s) held alive because their kubelets answer: {}",
+                            alive.len(),
+                            alive.iter().take(MAX_HELD_ALIVE_LISTED).copied().collect::<Vec<_>>().join("; ")
+                        ));
+                        if alive.len() > MAX_HELD_ALIVE_LISTED {
+                            message.push_str("; …");
+                        }
+                    }
+                    cond(CONDITION_READY, true, "Evaluated", message)
+                }
+                Some(suspension) if *suspension != Suspension::NotSynced => cond(
                     CONDITION_READY,
-                    true,
-                    "Evaluated",
-                    format!("evaluated against synced watches in mode {}", policy.mode.as_str()),
-                )
-            } else {
-                cond(
+                    false,
+                    "EvidenceSuspended",
+                    format!("no node counts as dead now: {suspension}"),
+                ),
+                _ => cond(
                     CONDITION_READY,
                     false,
                     "CachesNotSynced",
                     "waiting for the node, Lease and pod watches to sync: no node counts as dead until then".into(),
-                )
+                ),
             };
             let circuit = if plan.circuit.open {
                 cond(CONDITION_CIRCUIT_OPEN, true, "TooManyUnhealthyNodes", plan.circuit.message())
@@ -212,6 +232,7 @@ mod tests {
     fn plan(synced: bool, open: bool, unhealthy: u32) -> Plan {
         Plan {
             synced,
+            suspended: None,
             actions: vec![],
             decisions: vec![],
             nodes: vec![],

@@ -13,9 +13,12 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Client, Resource, ResourceExt};
 use tracing::{debug, info, warn};
 
-use crate::controllers::observe::node_observation;
+use k8s_openapi::api::coordination::v1::Lease;
+
+use crate::controllers::observe::{NODE_LEASE_NAMESPACE, excluded, node_observation};
+use crate::core::plan::{FreshNode, FreshPolicy, LastLook};
 use crate::core::rollouts::WorkloadRef;
-use crate::core::{Action, ForceDelete, FreshPod, Readiness};
+use crate::core::{Action, ForceDelete, FreshPod, ValidatedPolicy};
 use crate::crd::{
     ActionKind, ActionResult, Mode, RecentAction, RemediationPolicy, RemediationPolicyStatus,
 };
@@ -38,6 +41,10 @@ pub struct Writer {
     /// Checked right before every mutation (DELETE, status patch, Event): a replica that does
     /// not hold the leader Lease sends none.
     leader: LeaderGuard,
+    /// Test builds only: hold each force delete before its last look (see
+    /// [`Writer::with_e2e_hold_dir`]).
+    #[cfg(feature = "e2e-hooks")]
+    hold_dir: Option<std::path::PathBuf>,
 }
 
 /// What happened to one planned action.
@@ -53,7 +60,39 @@ impl Writer {
     pub fn new(client: Client, metrics: Arc<Metrics>, instance: Option<String>) -> Self {
         let reporter = Reporter { controller: CONTROLLER_NAME.into(), instance };
         let recorder = Recorder::new(client.clone(), reporter);
-        Writer { recorder, client, metrics, leader: LeaderGuard::always() }
+        Writer {
+            recorder,
+            client,
+            metrics,
+            leader: LeaderGuard::always(),
+            #[cfg(feature = "e2e-hooks")]
+            hold_dir: None,
+        }
+    }
+
+    /// Test builds only (cargo feature `e2e-hooks`): before the last look of each force delete,
+    /// create `<dir>/<pod uid>.held` and wait until `<dir>/<pod uid>.release` exists (at most
+    /// 120 s), so an end-to-end test can change the world between the plan and the request.
+    #[cfg(feature = "e2e-hooks")]
+    pub fn with_e2e_hold_dir(self, dir: Option<std::path::PathBuf>) -> Self {
+        Writer { hold_dir: dir, ..self }
+    }
+
+    #[cfg(feature = "e2e-hooks")]
+    async fn hold_before_last_look(&self, fd: &ForceDelete) {
+        let Some(dir) = &self.hold_dir else { return };
+        let held = dir.join(format!("{}.held", fd.uid));
+        let release = dir.join(format!("{}.release", fd.uid));
+        if let Err(e) = std::fs::write(&held, format!("{}/{}", fd.namespace, fd.name)) {
+            warn!(error = %e, "e2e hook: cannot write {}", held.display());
+            return;
+        }
+        info!(pod = %fd.name, "e2e hook: holding before the last look");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        while !release.exists() && std::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        info!(pod = %fd.name, "e2e hook: released");
     }
 
     /// Mutates only while `leader` is open (by default always: no leader election).
@@ -67,15 +106,15 @@ impl Writer {
     pub async fn execute(
         &self,
         policy: &RemediationPolicy,
-        mode: Mode,
+        validated: &ValidatedPolicy,
         actions: &[Action],
         now: impl Fn() -> Timestamp,
     ) -> Vec<Outcome> {
-        let policy_name = policy.name_any();
+        let mode = validated.mode;
         // Up to MAX_IN_FLIGHT actions at once (client-side pacing: kube-rs has no QPS limiter),
         // results kept in plan order.
         let outcomes: Vec<Outcome> = futures::stream::iter(actions.iter().cloned())
-            .map(|action| self.execute_one(&policy_name, mode, action, &now))
+            .map(|action| self.execute_one(policy, validated, action, &now))
             .buffered(MAX_IN_FLIGHT)
             .collect()
             .await;
@@ -87,16 +126,17 @@ impl Writer {
 
     async fn execute_one(
         &self,
-        policy_name: &str,
-        mode: Mode,
+        policy: &RemediationPolicy,
+        validated: &ValidatedPolicy,
         action: Action,
         now: &impl Fn() -> Timestamp,
     ) -> Outcome {
         let kind = action.kind();
         let Action::ForceDelete(fd) = action;
+        let (policy_name, mode) = (&*policy.name_any(), validated.mode);
         let (result, detail) = match mode {
             Mode::DryRun => (ActionResult::WouldAct, None),
-            Mode::Enforce => self.force_delete(&fd).await,
+            Mode::Enforce => self.force_delete(&fd, policy, validated).await,
         };
         let at = now();
         self.account(policy_name, mode, kind, result, fd.threshold, at);
@@ -147,31 +187,66 @@ impl Writer {
         }
     }
 
-    /// Re-reads the pod and its node (both at once), then DELETEs with grace 0 and a UID
-    /// precondition.
-    async fn force_delete(&self, fd: &ForceDelete) -> (ActionResult, Option<String>) {
+    /// The last look, then the request: fresh reads (never from a cache) of the pod, its
+    /// node, the node's Lease and the policy, all at once; then, if the action still stands
+    /// ([`ForceDelete::recheck`]), a DELETE with grace 0 and a UID precondition.
+    async fn force_delete(
+        &self,
+        fd: &ForceDelete,
+        policy: &RemediationPolicy,
+        validated: &ValidatedPolicy,
+    ) -> (ActionResult, Option<String>) {
+        #[cfg(feature = "e2e-hooks")]
+        self.hold_before_last_look(fd).await;
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), &fd.namespace);
         let nodes: Api<Node> = Api::all(self.client.clone());
-        let (pod, node) = tokio::join!(pods.get_opt(&fd.name), nodes.get_opt(&fd.node));
-        let fresh = match pod {
-            Ok(pod) => pod,
-            Err(e) => return (ActionResult::Failed, Some(format!("re-reading the pod: {e}"))),
+        let leases: Api<Lease> = Api::namespaced(self.client.clone(), NODE_LEASE_NAMESPACE);
+        let policies: Api<RemediationPolicy> = Api::all(self.client.clone());
+        let policy_name = policy.name_any();
+        let (pod, node, lease, fresh_policy) = tokio::join!(
+            pods.get_opt(&fd.name),
+            nodes.get_opt(&fd.node),
+            leases.get_opt(&fd.node),
+            policies.get_opt(&policy_name)
+        );
+        let failed = |what: &str, e: kube::Error| {
+            (ActionResult::Failed, Some(format!("last look: re-reading the {what}: {e}")))
         };
-        let fresh_pod = fresh.as_ref().map(|p| FreshPod {
-            uid: p.metadata.uid.as_deref(),
-            terminating: p.metadata.deletion_timestamp.is_some(),
-            node: p.spec.as_ref().and_then(|s| s.node_name.as_deref()).unwrap_or_default(),
-        });
-        let node_ready = node
-            .as_ref()
-            .ok()
-            .and_then(Option::as_ref)
-            .is_some_and(|n| node_observation(n, None).readiness == Readiness::Ready);
-        if let Err(skip) = fd.recheck(fresh_pod, node_ready) {
+        let pod = match pod {
+            Ok(None) => return (ActionResult::Skipped, Some("pod already gone".into())),
+            Ok(pod) => pod,
+            Err(e) => return failed("pod", e),
+        };
+        let (node, lease, fresh_policy) = match (node, lease, fresh_policy) {
+            (Ok(node), Ok(lease), Ok(fresh_policy)) => (node, lease, fresh_policy),
+            (Err(e), _, _) => return failed("node", e),
+            (_, Err(e), _) => return failed("node's Lease", e),
+            (_, _, Err(e)) => return failed("policy", e),
+        };
+        let look = LastLook {
+            pod: pod.as_ref().map(|p| FreshPod {
+                uid: p.metadata.uid.as_deref(),
+                terminating: p.metadata.deletion_timestamp.is_some(),
+                node: p.spec.as_ref().and_then(|s| s.node_name.as_deref()).unwrap_or_default(),
+                excluded: excluded(p.metadata.annotations.as_ref()),
+            }),
+            node: node.as_ref().map(|n| FreshNode {
+                observation: node_observation(n, None),
+                excluded: excluded(n.metadata.annotations.as_ref()),
+            }),
+            lease_renewed: lease
+                .as_ref()
+                .and_then(|l| l.spec.as_ref())
+                .and_then(|s| s.renew_time.as_ref())
+                .map(|t| t.0),
+            policy: fresh_policy.as_ref().map(|p| FreshPolicy {
+                mode: p.spec.mode,
+                paused: p.spec.paused,
+                generation: p.metadata.generation,
+            }),
+        };
+        if let Err(skip) = fd.recheck(&look, policy.metadata.generation, &validated.fencing) {
             return (ActionResult::Skipped, Some(skip));
-        }
-        if let Err(e) = node {
-            return (ActionResult::Failed, Some(format!("re-reading the node: {e}")));
         }
         let params = DeleteParams {
             grace_period_seconds: Some(0),

@@ -19,14 +19,38 @@ fn mock() -> (Client, Handle) {
     (Client::new(service, "default"), handle)
 }
 
-fn policy() -> RemediationPolicy {
+const RENEWED: &str = "2026-01-01T00:00:00.000000Z";
+
+fn policy(mode: &str) -> RemediationPolicy {
     serde_json::from_value(json!({
         "apiVersion": "remediator.io/v1alpha1",
         "kind": "RemediationPolicy",
-        "metadata": { "name": "p", "uid": "policy-uid" },
-        "spec": {},
+        "metadata": { "name": "p", "uid": "policy-uid", "generation": 1 },
+        "spec": { "mode": mode },
     }))
     .expect("valid policy")
+}
+
+fn validated(policy: &RemediationPolicy) -> ValidatedPolicy {
+    crate::core::validate(&policy.spec).expect("valid spec")
+}
+
+/// What the mock API server holds.
+#[derive(Clone, Copy)]
+struct World {
+    pod_uid: &'static str,
+    lease_renewed: &'static str,
+    policy_mode: &'static str,
+}
+
+const DEAD: World = World { pod_uid: "uid-1", lease_renewed: RENEWED, policy_mode: "Enforce" };
+
+fn lease(renewed: &str) -> Value {
+    json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": { "name": "n1", "namespace": "kube-node-lease" },
+        "spec": { "renewTime": renewed },
+    })
 }
 
 fn action() -> Action {
@@ -39,6 +63,8 @@ fn action() -> Action {
         reason: "node n1 dead".into(),
         threshold: Timestamp::UNIX_EPOCH,
         blocks_rollout: None,
+        lease_renewed: Some(RENEWED.parse().expect("ts")),
+        fencing_required: None,
     })
 }
 
@@ -69,9 +95,10 @@ async fn body_json(req: Request<Body>) -> Value {
     serde_json::from_slice(&bytes).unwrap_or(Value::Null)
 }
 
-/// Serves the mock: answers pod and node GETs, records every request, answers Events with an
-/// echo. Returns the requests as (method, path+query, body).
-async fn serve(mut handle: Handle, pod_uid: &'static str) -> Vec<(Method, String, Value)> {
+/// Serves the mock: answers the last look's GETs (pod, node, Lease, policy) from `world`,
+/// records every request, answers Events with an echo. Returns the requests as (method,
+/// path+query, body).
+async fn serve(mut handle: Handle, world: World) -> Vec<(Method, String, Value)> {
     let mut seen = Vec::new();
     while let Ok(Some((req, send))) =
         tokio::time::timeout(Duration::from_millis(300), handle.next_request()).await
@@ -80,9 +107,19 @@ async fn serve(mut handle: Handle, pod_uid: &'static str) -> Vec<(Method, String
         let uri = req.uri().to_string();
         let body = body_json(req).await;
         let reply = match (method.as_str(), uri.as_str()) {
-            ("GET", u) if u.starts_with("/api/v1/namespaces/ns/pods/web-0") => pod(pod_uid),
+            ("GET", u) if u.starts_with("/api/v1/namespaces/ns/pods/web-0") => pod(world.pod_uid),
             ("GET", u) if u.starts_with("/api/v1/nodes/n1") => dead_node(),
-            ("DELETE", _) => pod(pod_uid),
+            ("GET", u)
+                if u.starts_with(
+                    "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/n1",
+                ) =>
+            {
+                lease(world.lease_renewed)
+            }
+            ("GET", u) if u.starts_with("/apis/remediator.io/v1alpha1/remediationpolicies/p") => {
+                serde_json::to_value(policy(world.policy_mode)).expect("json")
+            }
+            ("DELETE", _) => pod(world.pod_uid),
             (_, u) if u.contains("/events") => body.clone(),
             _ => json!({}),
         };
@@ -95,9 +132,10 @@ async fn serve(mut handle: Handle, pod_uid: &'static str) -> Vec<(Method, String
 #[tokio::test]
 async fn enforce_deletes_with_grace_zero_and_uid_precondition() {
     let (client, handle) = mock();
-    let server = tokio::spawn(serve(handle, "uid-1"));
+    let server = tokio::spawn(serve(handle, DEAD));
     let writer = Writer::new(client, Arc::new(Metrics::new()), None);
-    let outcomes = writer.execute(&policy(), Mode::Enforce, &[action()], Timestamp::now).await;
+    let p = policy("Enforce");
+    let outcomes = writer.execute(&p, &validated(&p), &[action()], Timestamp::now).await;
     let seen = server.await.expect("mock server");
 
     assert_eq!(outcomes.len(), 1);
@@ -108,18 +146,21 @@ async fn enforce_deletes_with_grace_zero_and_uid_precondition() {
     assert!(uri.starts_with("/api/v1/namespaces/ns/pods/web-0"), "{uri}");
     assert_eq!(body["gracePeriodSeconds"], 0, "{body}");
     assert_eq!(body["preconditions"]["uid"], "uid-1", "{body}");
-    // The pod and its node were re-read before the DELETE.
+    // The pod, its node, the node's Lease and the policy were re-read before the DELETE.
     let first_delete = seen.iter().position(|(m, _, _)| m == Method::DELETE).expect("delete");
     let reads: Vec<&str> = seen[..first_delete]
         .iter()
         .filter(|(m, _, _)| m == Method::GET)
         .map(|(_, u, _)| u.as_str())
         .collect();
-    assert!(
-        reads.iter().any(|u| u.contains("/pods/web-0"))
-            && reads.iter().any(|u| u.contains("/nodes/n1")),
-        "{reads:?}"
-    );
+    for wanted in [
+        "/pods/web-0",
+        "/nodes/n1",
+        "/namespaces/kube-node-lease/leases/n1",
+        "/remediationpolicies/p",
+    ] {
+        assert!(reads.iter().any(|u| u.contains(wanted)), "{wanted} not read: {reads:?}");
+    }
     // Events on the pod and on the policy.
     let events: Vec<_> =
         seen.iter().filter(|(m, u, _)| m == Method::POST && u.contains("/events")).collect();
@@ -129,24 +170,39 @@ async fn enforce_deletes_with_grace_zero_and_uid_precondition() {
 }
 
 #[tokio::test]
-async fn a_replacement_with_the_same_name_is_never_deleted() {
-    let (client, handle) = mock();
-    let server = tokio::spawn(serve(handle, "uid-2"));
-    let writer = Writer::new(client, Arc::new(Metrics::new()), None);
-    let outcomes = writer.execute(&policy(), Mode::Enforce, &[action()], Timestamp::now).await;
-    let seen = server.await.expect("mock server");
+async fn the_last_look_skips_when_anything_changed_since_the_plan() {
+    let table = [
+        ("a replacement with the same name", World { pod_uid: "uid-2", ..DEAD }, "replaced it"),
+        (
+            "a Lease renewed since the plan",
+            World { lease_renewed: "2026-01-01T00:00:02.000000Z", ..DEAD },
+            "its kubelet is alive",
+        ),
+        ("a policy switched to DryRun", World { policy_mode: "DryRun", ..DEAD }, "in DryRun now"),
+    ];
+    for (case, world, why) in table {
+        let (client, handle) = mock();
+        let server = tokio::spawn(serve(handle, world));
+        let writer = Writer::new(client, Arc::new(Metrics::new()), None);
+        let p = policy("Enforce");
+        let outcomes = writer.execute(&p, &validated(&p), &[action()], Timestamp::now).await;
+        let seen = server.await.expect("mock server");
 
-    assert_eq!(outcomes[0].record.result, ActionResult::Skipped);
-    assert!(seen.iter().all(|(m, _, _)| m != Method::DELETE), "{seen:?}");
+        assert_eq!(outcomes[0].record.result, ActionResult::Skipped, "{case}");
+        let detail = outcomes[0].record.detail.clone().unwrap_or_default();
+        assert!(detail.contains(why), "{case}: {detail}");
+        assert!(seen.iter().all(|(m, _, _)| m != Method::DELETE), "{case}: {seen:?}");
+    }
 }
 
 #[tokio::test]
 async fn dry_run_sends_nothing_but_events() {
     let (client, handle) = mock();
-    let server = tokio::spawn(serve(handle, "uid-1"));
+    let server = tokio::spawn(serve(handle, DEAD));
     let metrics = Arc::new(Metrics::new());
     let writer = Writer::new(client, metrics.clone(), None);
-    let outcomes = writer.execute(&policy(), Mode::DryRun, &[action()], Timestamp::now).await;
+    let p = policy("DryRun");
+    let outcomes = writer.execute(&p, &validated(&p), &[action()], Timestamp::now).await;
     let seen = server.await.expect("mock server");
 
     assert_eq!(outcomes[0].record.result, ActionResult::WouldAct);

@@ -89,7 +89,7 @@ fn main() {
         state.list_started(kind);
     }
     for i in 0..NODES {
-        state.apply_node(&node(i, now, dead(i)));
+        state.apply_node(&node(i, now, dead(i)), now);
         state.apply_lease(
             &format!("node-{i:05}"),
             Some(now - SignedDuration::from_secs(if dead(i) { 900 } else { 5 })),
