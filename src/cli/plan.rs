@@ -84,11 +84,10 @@ pub async fn run(conn: &ConnectionArgs, args: Args) -> Result<ExitCode> {
     })
     .await?;
     let leases = Api::<Lease>::namespaced(client.clone(), NODE_LEASE_NAMESPACE);
-    let lease_version =
-        load(&mut state, leases.clone(), WatchedKind::Lease, now, |s, l| {
-            s.apply_lease(&l.name_any(), renew_time(l), now);
-        })
-        .await?;
+    let lease_version = load(&mut state, leases.clone(), WatchedKind::Lease, now, |s, l| {
+        s.apply_lease(&l.name_any(), renew_time(l), now);
+    })
+    .await?;
     load(&mut state, Api::<Pod>::all(client.clone()), WatchedKind::Pod, now, |s, p| {
         s.apply_pod(p);
     })
@@ -215,7 +214,8 @@ async fn observe_renewals(
         return Ok(());
     }
     let watch_error = |source| Error::List { kind: "leases", source };
-    let params = WatchParams::default().timeout(u32::try_from(observe.as_secs() + 1).unwrap_or(300));
+    let params =
+        WatchParams::default().timeout(u32::try_from(observe.as_secs() + 1).unwrap_or(300));
     let stream = leases.watch(&params, version).await.map_err(watch_error)?;
     let mut stream = std::pin::pin!(stream);
     let deadline = tokio::time::Instant::now() + observe;
@@ -243,7 +243,8 @@ fn one_shot_observed(state: &ClusterState, listed_at: Timestamp, now: Timestamp)
             obs.lease_seen = obs.lease_renewed.map(|t| t.min(listed_at));
         }
         if obs.not_ready_seen.is_some_and(|seen| seen <= listed_at) {
-            obs.not_ready_seen = obs.ready_transition.map(|t| t.min(listed_at)).or(obs.not_ready_seen);
+            obs.not_ready_seen =
+                obs.ready_transition.map(|t| t.min(listed_at)).or(obs.not_ready_seen);
         }
     }
     observed.watch_synced_at = Some(Timestamp::MIN);

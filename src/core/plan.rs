@@ -1677,7 +1677,8 @@ mod tests {
             lease_renewed: renewed,
             fencing_required: None,
         };
-        let fenced = ForceDelete { fencing_required: Some(FencingRequirement::StatefulSet), ..fd.clone() };
+        let fenced =
+            ForceDelete { fencing_required: Some(FencingRequirement::StatefulSet), ..fd.clone() };
         let pod = FreshPod { uid: Some("u1"), terminating: true, node: "n1", excluded: false };
         let dead = FreshNode { observation: node("n1", "dead").observation, excluded: false };
         let enforce = FreshPolicy { mode: Mode::Enforce, paused: false, generation: Some(3) };
@@ -1725,7 +1726,11 @@ mod tests {
             row(
                 "policy switched to DryRun",
                 LastLook {
-                    policy: Some(FreshPolicy { mode: Mode::DryRun, generation: Some(4), ..enforce }),
+                    policy: Some(FreshPolicy {
+                        mode: Mode::DryRun,
+                        generation: Some(4),
+                        ..enforce
+                    }),
                     ..good.clone()
                 },
                 Err("the policy is in DryRun now; nothing deleted"),
@@ -1740,7 +1745,10 @@ mod tests {
             ),
             row(
                 "policy changed otherwise",
-                LastLook { policy: Some(FreshPolicy { generation: Some(4), ..enforce }), ..good.clone() },
+                LastLook {
+                    policy: Some(FreshPolicy { generation: Some(4), ..enforce }),
+                    ..good.clone()
+                },
                 Err("the policy changed since the plan; its next evaluation decides"),
             ),
             row(
@@ -1751,26 +1759,36 @@ mod tests {
             row(
                 "Lease renewed since the plan",
                 LastLook { lease_renewed: Some(t(0, 1)), ..good.clone() },
-                Err("the node's Lease was renewed since the plan (renewTime 2026-01-01T00:00:00Z -> \
-                     2026-01-01T00:00:01Z): its kubelet is alive; left alone"),
+                Err(
+                    "the node's Lease was renewed since the plan (renewTime 2026-01-01T00:00:00Z -> \
+                     2026-01-01T00:00:01Z): its kubelet is alive; left alone",
+                ),
             ),
             row(
                 "Lease appeared since the plan",
                 LastLook { lease_renewed: None, ..good.clone() },
-                Err("the node's Lease was renewed since the plan (renewTime 2026-01-01T00:00:00Z -> \
-                     none): its kubelet is alive; left alone"),
+                Err(
+                    "the node's Lease was renewed since the plan (renewTime 2026-01-01T00:00:00Z -> \
+                     none): its kubelet is alive; left alone",
+                ),
             ),
             row(
                 "node Ready again",
                 LastLook {
-                    node: Some(FreshNode { observation: node("n1", "ready").observation, excluded: false }),
+                    node: Some(FreshNode {
+                        observation: node("n1", "ready").observation,
+                        excluded: false,
+                    }),
                     ..good.clone()
                 },
                 Err("node is Ready again; left alone"),
             ),
             row(
                 "node excluded since the plan",
-                LastLook { node: Some(FreshNode { excluded: true, ..dead.clone() }), ..good.clone() },
+                LastLook {
+                    node: Some(FreshNode { excluded: true, ..dead.clone() }),
+                    ..good.clone()
+                },
                 Err("node annotated remediator.io/exclude=true; left alone"),
             ),
             row("node deleted: still dead", LastLook { node: None, ..good.clone() }, Ok(())),
