@@ -81,7 +81,7 @@ pub async fn run(conn: &ConnectionArgs, args: Args) -> Result<ExitCode> {
                     "NAME",
                     "READY",
                     "NOT READY FOR",
-                    "LEASE AGE",
+                    "RENEWTIME AGE*",
                     "CORDONED",
                     "TAINTS",
                 ]);
@@ -96,6 +96,10 @@ pub async fn run(conn: &ConnectionArgs, args: Args) -> Result<ExitCode> {
                     ]);
                 }
                 table.print("");
+                println!(
+                    "\n* by the renewTime the kubelet wrote, on its own clock. The operator never \
+                     judges by it: it times renewals from when it sees them (see `plan`)."
+                );
             }
         }
     }

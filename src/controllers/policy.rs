@@ -20,7 +20,7 @@ use tracing::{debug, info, warn};
 use super::watch::{SharedState, trigger_stream};
 use crate::core::{
     CONDITION_CIRCUIT_OPEN, CONDITION_INVALID, Evaluation, NodeState, Observed, OwnerKey,
-    PastAction, Plan, RATE_WINDOW, blocked_rollouts_in_scope, desired_status, plan,
+    PastAction, Plan, RATE_WINDOW, Suspension, blocked_rollouts_in_scope, desired_status, plan,
     push_recent_actions, validate,
 };
 use crate::crd::{Mode, RemediationPolicy, RemediationPolicyStatus};
@@ -45,6 +45,8 @@ struct PolicyMemory {
     last_status: Option<RemediationPolicyStatus>,
     /// Nodes last reported as held alive (not Ready, kubelet answering), to log each once.
     held_alive: BTreeSet<String>,
+    /// Why evidence was last suspended, to log each change once.
+    suspended: Option<Suspension>,
 }
 
 pub struct Context {
@@ -155,6 +157,7 @@ async fn reconcile(policy: Arc<RemediationPolicy>, ctx: Arc<Context>) -> Result<
                 acted: BTreeSet::new(),
                 last_status: mem.last_status.take(),
                 held_alive: std::mem::take(&mut mem.held_alive),
+                suspended: mem.suspended.take(),
             };
         }
         mem.recent.retain(|a| now.duration_since(a.at) < RATE_WINDOW);
@@ -220,9 +223,14 @@ fn log_evidence(ctx: &Context, policy: &str, plan: &Plan) {
         }
     }
     mem.held_alive = now_alive;
-    if let Some(suspension) = &plan.suspended {
-        debug!(policy, %suspension, "evidence suspended: no node counts as dead");
+    let kind = |s: &Option<Suspension>| s.as_ref().map(std::mem::discriminant);
+    if kind(&plan.suspended) != kind(&mem.suspended) {
+        match &plan.suspended {
+            Some(why) => warn!(policy, %why, "evidence suspended: no node counts as dead"),
+            None => info!(policy, "evidence trusted again from the start of a new window"),
+        }
     }
+    mem.suspended = plan.suspended.clone();
 }
 
 /// Requeue exactly at the next deadline (plus a few milliseconds), or wait for a change.
