@@ -3,13 +3,16 @@
 //! Layout (observe, decide, act):
 //! - [`core`]: the pure decision core. No client, no async, no clock: `now` is a parameter.
 //! - [`crd`]: the `RemediationPolicy` custom resource types and their generated CRD.
-//! - [`controllers`]: watch the cluster and turn objects into observations.
+//! - [`adapters`]: turn Kubernetes objects into the core's views.
+//! - [`controllers`]: watch the cluster, keep the compact state, run the policy controller.
+//! - [`writer`]: the only module that writes to the API server; DryRun records instead.
 //! - [`leader`]: leader election on a Lease; only the leader acts.
 //! - [`clock`]: the operator's own clock, by which all evidence is timed.
 //! - [`cli`]: command-line entry points.
 //! - [`telemetry`]: logging set-up.
 //! - [`error`]: the crate's one error type.
 
+pub mod adapters;
 pub mod cli;
 pub mod clock;
 pub mod controllers;

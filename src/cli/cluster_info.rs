@@ -8,7 +8,7 @@ use kube::api::{Api, ListParams};
 
 use super::ConnectionArgs;
 use super::table::{Table, human};
-use crate::controllers::observe::{NODE_LEASE_NAMESPACE, node_observation};
+use crate::adapters::{NODE_LEASE_NAMESPACE, node_observation};
 use crate::core::{NodeHealth, NodeObservation, assess_node};
 use crate::{Error, Result};
 

@@ -24,9 +24,7 @@ use super::ConnectionArgs;
 use super::table::{Table, human};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 
-use crate::controllers::observe::{
-    NODE_LEASE_NAMESPACE, deployment_view, replica_set_view, stateful_set_view,
-};
+use crate::adapters::{NODE_LEASE_NAMESPACE, deployment_view, replica_set_view, stateful_set_view};
 use crate::controllers::state::{ClusterState, WatchedKind};
 use crate::core::{Action, Observed, Plan, Verdict, parse_duration, plan, validate};
 use crate::crd::RemediationPolicy;

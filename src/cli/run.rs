@@ -22,7 +22,7 @@ use serde::de::DeserializeOwned;
 use tracing::{error, info, warn};
 
 use super::ConnectionArgs;
-use crate::controllers::observe::NODE_LEASE_NAMESPACE;
+use crate::adapters::NODE_LEASE_NAMESPACE;
 use crate::controllers::policy::{self, Context};
 use crate::controllers::state::ClusterState;
 use crate::controllers::watch::spawn_watches;

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolumeClaim, Pod};
 
-use super::observe::{node_view, pod_record};
+use crate::adapters::{PodRecord, node_view, pod_record};
 use crate::core::rollouts::{
     ReplicaSetView, RolloutAnalysis, WorkloadKind, WorkloadRef, WorkloadView, blocked_rollouts,
 };
@@ -59,14 +59,6 @@ impl WatchedKind {
             WatchedKind::ReplicaSet => "replicasets",
         }
     }
-}
-
-/// A Terminating pod as the operator remembers it (PVC names instead of their access modes,
-/// which are looked up when the view is assembled).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PodRecord {
-    pub view: PodView,
-    pub claims: Vec<String>,
 }
 
 /// A kubelet Lease as remembered: its `renewTime` (the kubelet's clock, for people) and when we

@@ -19,8 +19,8 @@ use tracing::{debug, info, warn};
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 
-use super::observe::{NODE_LEASE_NAMESPACE, deployment_view, replica_set_view, stateful_set_view};
 use super::state::{Change, ClusterState, WatchedKind};
+use crate::adapters::{NODE_LEASE_NAMESPACE, deployment_view, replica_set_view, stateful_set_view};
 use crate::metrics::Metrics;
 
 pub type SharedState = Arc<RwLock<ClusterState>>;

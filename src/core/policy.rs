@@ -405,4 +405,20 @@ mod tests {
         assert_eq!(p.stuck_terminating_delay, None);
         assert_eq!(p.owner_kinds, vec![OwnerKind::Job, OwnerKind::Bare]);
     }
+
+    #[test]
+    fn example_policies_are_valid() {
+        for file in crate::crd::drift_check::EXAMPLES {
+            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
+            let text = std::fs::read_to_string(&path)
+                .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+            let policy: crate::crd::RemediationPolicy = serde_yaml::from_str(&text)
+                .unwrap_or_else(|e| panic!("{file} is not a RemediationPolicy: {e}"));
+            assert_eq!(policy.metadata.namespace, None, "{file}: policies are cluster-scoped");
+            assert!(policy.metadata.name.is_some(), "{file} has no metadata.name");
+            if let Err(e) = validate(&policy.spec) {
+                panic!("{file} is not a valid policy: {e}");
+            }
+        }
+    }
 }

@@ -521,7 +521,7 @@ pub fn crd_yaml() -> String {
 }
 
 #[cfg(test)]
-mod generated;
+pub mod drift_check;
 
 #[cfg(test)]
 mod tests {

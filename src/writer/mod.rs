@@ -15,7 +15,7 @@ use tracing::{debug, info, warn};
 
 use k8s_openapi::api::coordination::v1::Lease;
 
-use crate::controllers::observe::{NODE_LEASE_NAMESPACE, excluded, node_observation};
+use crate::adapters::{NODE_LEASE_NAMESPACE, excluded, node_observation};
 use crate::core::plan::{FreshNode, FreshPolicy, LastLook};
 use crate::core::rollouts::WorkloadRef;
 use crate::core::{Action, ForceDelete, FreshPod, ValidatedPolicy};

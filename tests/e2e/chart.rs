@@ -30,7 +30,7 @@ use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Secret};
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube_remediator::controllers::observe::NODE_LEASE_NAMESPACE;
+use kube_remediator::adapters::NODE_LEASE_NAMESPACE;
 use kube_remediator::crd::RemediationPolicy;
 use libtest_mimic::Trial;
 use serde::Deserialize;

@@ -1,11 +1,12 @@
-//! Turning Kubernetes objects into the pure core's observations. Every field is optional in the
-//! API, so nothing here unwraps: a strange object yields a conservative observation.
+//! The adapter layer: turns Kubernetes objects into the pure core's views. The controllers (which
+//! keep them), the writer (its last look) and the CLI (one-shot listings) all read objects
+//! through here. Every field is optional in the API, so nothing here unwraps: a strange object
+//! yields a conservative view.
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
 
-use super::state::PodRecord;
 use crate::core::rollouts::{ReplicaSetView, WorkloadKind, WorkloadView};
 use crate::core::{NodeObservation, NodeView, OwnerRef, PodView, Readiness};
 use crate::crd::EXCLUDE_ANNOTATION;
@@ -52,6 +53,14 @@ pub fn node_view(node: &Node) -> NodeView {
         excluded: excluded(node.metadata.annotations.as_ref()),
         deleted: false,
     }
+}
+
+/// A Terminating pod as the operator remembers it (PVC names instead of their access modes,
+/// which are looked up when the view is assembled).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodRecord {
+    pub view: PodView,
+    pub claims: Vec<String>,
 }
 
 /// The compact record of a pod, or `None` when the pod is not Terminating (the operator keeps
