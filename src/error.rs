@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use prometheus_client::encoding::EncodeLabelValue;
+
 /// Result alias used across the crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -94,18 +96,20 @@ pub enum Error {
 
 impl Error {
     /// A short, bounded label for metrics and Event reasons.
-    pub fn category(&self) -> &'static str {
+    pub fn category(&self) -> ErrorCategory {
         match self {
-            Error::LoadConfig(_) | Error::BuildClient(_) => "Config",
-            Error::ReadServerVersion(_) | Error::List { .. } | Error::Get { .. } => "ApiRead",
-            Error::CrdMissing => "CrdMissing",
-            Error::Forbidden { .. } => "Forbidden",
-            Error::DeletePod { .. } => "DeletePod",
-            Error::PatchStatus { .. } => "PatchStatus",
-            Error::Serve { .. } => "Serve",
-            Error::LeaderLease { .. } => "LeaderElection",
-            Error::NotLeader { .. } => "NotLeader",
-            Error::Timeout { .. } => "Timeout",
+            Error::LoadConfig(_) | Error::BuildClient(_) => ErrorCategory::Config,
+            Error::ReadServerVersion(_) | Error::List { .. } | Error::Get { .. } => {
+                ErrorCategory::ApiRead
+            }
+            Error::CrdMissing => ErrorCategory::CrdMissing,
+            Error::Forbidden { .. } => ErrorCategory::Forbidden,
+            Error::DeletePod { .. } => ErrorCategory::DeletePod,
+            Error::PatchStatus { .. } => ErrorCategory::PatchStatus,
+            Error::Serve { .. } => ErrorCategory::Serve,
+            Error::LeaderLease { .. } => ErrorCategory::LeaderElection,
+            Error::NotLeader { .. } => ErrorCategory::NotLeader,
+            Error::Timeout { .. } => ErrorCategory::Timeout,
         }
     }
 
@@ -139,6 +143,23 @@ fn kube_error_is_transient(e: &kube::Error) -> bool {
     }
 }
 
+/// What kind of operation failed: the metrics label and the Event reason of an error.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, strum::IntoStaticStr, strum::Display, EncodeLabelValue,
+)]
+pub enum ErrorCategory {
+    Config,
+    ApiRead,
+    CrdMissing,
+    Forbidden,
+    DeletePod,
+    PatchStatus,
+    Serve,
+    LeaderElection,
+    NotLeader,
+    Timeout,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -147,9 +168,10 @@ mod tests {
     fn timeouts_are_transient_config_errors_are_not() {
         let timeout = Error::Timeout { operation: "list nodes", timeout: Duration::from_secs(1) };
         assert!(timeout.is_transient());
-        assert_eq!(timeout.category(), "Timeout");
+        assert_eq!(timeout.category(), ErrorCategory::Timeout);
+        assert_eq!(timeout.category().to_string(), "Timeout");
         let config = Error::LoadConfig("no kubeconfig".into());
         assert!(!config.is_transient());
-        assert_eq!(config.category(), "Config");
+        assert_eq!(config.category(), ErrorCategory::Config);
     }
 }

@@ -1,26 +1,29 @@
 //! Prometheus metrics. Labels are bounded (policy, action, mode, result, node state, error
 //! category): never object names.
 
-use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use crate::crd::{ActionKind, ActionResult, Mode};
+use crate::error::ErrorCategory;
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ActionLabels {
     pub policy: String,
-    pub action: String,
-    pub mode: String,
-    pub result: String,
+    pub action: ActionKind,
+    pub mode: Mode,
+    pub result: ActionResult,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DelayLabels {
     pub policy: String,
-    pub action: String,
-    pub mode: String,
+    pub action: ActionKind,
+    pub mode: Mode,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -42,7 +45,20 @@ pub struct BlockedLabels {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ErrorLabels {
-    pub category: String,
+    pub category: ErrorCategory,
+}
+
+/// A write the writer refused to send because this replica does not hold the leader Lease.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+pub enum WriteKind {
+    DeletePod,
+    PatchStatus,
+    Event,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WriteLabels {
+    pub write: WriteKind,
 }
 
 type DelayHistogram = Family<DelayLabels, Histogram, fn() -> Histogram>;
@@ -62,6 +78,10 @@ pub struct Metrics {
     pub policy_invalid: Family<PolicyLabels, Gauge>,
     /// Reconcile failures by error category.
     pub reconcile_errors: Family<ErrorLabels, Counter>,
+    /// How long each policy reconcile took, from reading the state to writing the status.
+    pub reconcile_duration: Histogram,
+    /// Writes not sent because this replica did not hold the leader Lease at that instant.
+    pub writes_refused_not_leader: Family<WriteLabels, Counter>,
     /// Recreate Deployments and StatefulSets blocked by Terminating pods, by kind and cause.
     pub blocked_rollouts: Family<BlockedLabels, Gauge>,
     /// Nodes and Terminating pods in the operator's compact cache.
@@ -85,7 +105,6 @@ impl Default for Metrics {
 
 impl Metrics {
     pub fn new() -> Self {
-        let mut registry = Registry::with_prefix("kube_remediator");
         let m = Metrics {
             actions: Family::default(),
             action_delay: Family::new_with_constructor(delay_histogram as fn() -> Histogram),
@@ -93,6 +112,10 @@ impl Metrics {
             circuit_open: Family::default(),
             policy_invalid: Family::default(),
             reconcile_errors: Family::default(),
+            reconcile_duration: Histogram::new([
+                0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+            ]),
+            writes_refused_not_leader: Family::default(),
             blocked_rollouts: Family::default(),
             cached_nodes: Gauge::default(),
             cached_terminating_pods: Gauge::default(),
@@ -100,62 +123,75 @@ impl Metrics {
             leader: Gauge::default(),
             registry: Registry::default(),
         };
-        registry.register(
+        Metrics { registry: m.register(), ..m }
+    }
+
+    /// A registry holding every metric, with its help text.
+    fn register(&self) -> Registry {
+        let mut r = Registry::with_prefix("kube_remediator");
+        let m = self;
+        r.register(
             "actions",
             "Remediation actions by policy, action, mode (DryRun records, Enforce acts) and result",
             m.actions.clone(),
         );
-        registry.register(
+        r.register(
             "action_delay_seconds",
             "Seconds from the instant an action became due (its threshold) to the action",
             m.action_delay.clone(),
         );
-        registry.register(
+        r.register(
             "stuck_terminating_pods",
             "Pods Terminating past their deletionTimestamp on a policy's nodes, by node state",
             m.stuck_pods.clone(),
         );
-        registry.register(
+        r.register(
             "circuit_open",
             "1 while a policy takes no destructive action because too many nodes are unhealthy",
             m.circuit_open.clone(),
         );
-        registry.register(
+        r.register(
             "policy_invalid",
             "1 while a policy's spec is invalid",
             m.policy_invalid.clone(),
         );
-        registry.register(
+        r.register(
             "reconcile_errors",
             "Reconcile failures by error category",
             m.reconcile_errors.clone(),
         );
-        registry.register(
+        r.register(
+            "reconcile_duration_seconds",
+            "Seconds each policy reconcile took, from reading the state to writing the status",
+            m.reconcile_duration.clone(),
+        );
+        r.register(
+            "writes_refused_not_leader",
+            "Writes not sent because this replica did not hold the leader Lease, by kind of write",
+            m.writes_refused_not_leader.clone(),
+        );
+        r.register(
             "blocked_rollouts",
             "Recreate Deployments and StatefulSets blocked by Terminating pods, by kind and cause",
             m.blocked_rollouts.clone(),
         );
-        registry.register(
-            "cached_nodes",
-            "Nodes in the operator's compact cache",
-            m.cached_nodes.clone(),
-        );
-        registry.register(
+        r.register("cached_nodes", "Nodes in the operator's compact cache", m.cached_nodes.clone());
+        r.register(
             "cached_terminating_pods",
             "Terminating pods in the operator's compact cache",
             m.cached_terminating_pods.clone(),
         );
-        registry.register(
+        r.register(
             "caches_synced",
             "1 once every watch has completed its initial list",
             m.caches_synced.clone(),
         );
-        registry.register(
+        r.register(
             "leader",
             "1 while this replica holds the leader Lease (or leader election is off) and may act",
             m.leader.clone(),
         );
-        Metrics { registry, ..m }
+        r
     }
 
     /// The OpenMetrics text exposition of every metric.
@@ -188,16 +224,16 @@ mod tests {
         m.actions
             .get_or_create(&ActionLabels {
                 policy: "p".into(),
-                action: "ForceDelete".into(),
-                mode: "DryRun".into(),
-                result: "WouldAct".into(),
+                action: ActionKind::ForceDelete,
+                mode: Mode::DryRun,
+                result: ActionResult::WouldAct,
             })
             .inc();
         m.action_delay
             .get_or_create(&DelayLabels {
                 policy: "p".into(),
-                action: "ForceDelete".into(),
-                mode: "DryRun".into(),
+                action: ActionKind::ForceDelete,
+                mode: Mode::DryRun,
             })
             .observe(0.03);
         let text = m.encode();
@@ -219,6 +255,21 @@ mod tests {
             text.contains(
                 r#"kube_remediator_blocked_rollouts{kind="Deployment",cause="NodeUnhealthy"} 2"#
             ),
+            "{text}"
+        );
+        m.writes_refused_not_leader
+            .get_or_create(&WriteLabels { write: WriteKind::DeletePod })
+            .inc();
+        m.reconcile_errors.get_or_create(&ErrorLabels { category: ErrorCategory::Timeout }).inc();
+        let text = m.encode();
+        assert!(
+            text.contains(
+                r#"kube_remediator_writes_refused_not_leader_total{write="DeletePod"} 1"#
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"kube_remediator_reconcile_errors_total{category="Timeout"} 1"#),
             "{text}"
         );
         assert!(text.contains("# EOF"), "{text}");

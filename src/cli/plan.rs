@@ -14,17 +14,15 @@ use std::process::ExitCode;
 use futures::StreamExt;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolumeClaim, Pod};
+use kube::ResourceExt;
 use kube::api::{Api, ListParams, WatchEvent, WatchParams};
-use kube::{Resource, ResourceExt};
-use serde::de::DeserializeOwned;
 use serde_json::json;
 
 use super::ConnectionArgs;
 use super::table::{Table, human};
-use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
-
-use crate::adapters::{NODE_LEASE_NAMESPACE, deployment_view, replica_set_view, stateful_set_view};
+use crate::adapters::NODE_LEASE_NAMESPACE;
+use crate::controllers::kinds::WATCHED;
+use crate::controllers::memory::PolicyMemory;
 use crate::controllers::state::{ClusterState, WatchedKind};
 use crate::core::{Action, Observed, Plan, Verdict, parse_duration, plan, validate};
 use crate::crd::RemediationPolicy;
@@ -77,64 +75,18 @@ pub async fn run(conn: &ConnectionArgs, args: Args) -> Result<ExitCode> {
 
     let now = crate::clock::now();
     let mut state = ClusterState::new();
-    load(&mut state, Api::<Node>::all(client.clone()), WatchedKind::Node, now, |s, n| {
-        s.apply_node(n, now);
-    })
-    .await?;
+    let mut lease_version = String::new();
+    for kind in WATCHED {
+        let resource = kind.kind().as_str();
+        let version = kind
+            .load(client.clone(), &mut state, now)
+            .await
+            .map_err(|source| Error::List { kind: resource, source })?;
+        if kind.kind() == WatchedKind::Lease {
+            lease_version = version;
+        }
+    }
     let leases = Api::<Lease>::namespaced(client.clone(), NODE_LEASE_NAMESPACE);
-    let lease_version = load(&mut state, leases.clone(), WatchedKind::Lease, now, |s, l| {
-        s.apply_lease(&l.name_any(), renew_time(l), now);
-    })
-    .await?;
-    load(&mut state, Api::<Pod>::all(client.clone()), WatchedKind::Pod, now, |s, p| {
-        s.apply_pod(p);
-    })
-    .await?;
-    load(&mut state, Api::<Namespace>::all(client.clone()), WatchedKind::Namespace, now, |s, n| {
-        s.apply_namespace(n);
-    })
-    .await?;
-    load(
-        &mut state,
-        Api::<Deployment>::all(client.clone()),
-        WatchedKind::Deployment,
-        now,
-        |s, d| {
-            s.apply_workload(deployment_view(d));
-        },
-    )
-    .await?;
-    load(
-        &mut state,
-        Api::<StatefulSet>::all(client.clone()),
-        WatchedKind::StatefulSet,
-        now,
-        |s, d| {
-            s.apply_workload(stateful_set_view(d));
-        },
-    )
-    .await?;
-    load(
-        &mut state,
-        Api::<ReplicaSet>::all(client.clone()),
-        WatchedKind::ReplicaSet,
-        now,
-        |s, r| {
-            s.apply_replica_set(replica_set_view(r));
-        },
-    )
-    .await?;
-    load(
-        &mut state,
-        Api::<PersistentVolumeClaim>::all(client),
-        WatchedKind::PersistentVolumeClaim,
-        now,
-        |s, c| {
-            s.apply_claim(c);
-        },
-    )
-    .await?;
-
     let listed_at = now;
     observe_renewals(&mut state, &leases, &lease_version, args.observe).await?;
     let now = crate::clock::now();
@@ -143,9 +95,13 @@ pub async fn run(conn: &ConnectionArgs, args: Args) -> Result<ExitCode> {
 
     let mut plans = Vec::new();
     for policy in policies {
-        let outcome = validate(&policy.spec)
-            .map_err(|e| e.reason)
-            .map(|validated| plan(&observed, &validated, now));
+        let outcome = validate(&policy.spec).map_err(|e| e.reason).map(|validated| {
+            // The same history the operator starts from: the policy's recorded actions.
+            let (recent_actions, acted_pods) =
+                PolicyMemory::default().history(validated.mode, policy.status.as_ref(), now);
+            let observed = Observed { recent_actions, acted_pods, ..observed.clone() };
+            plan(&observed, &validated, now)
+        });
         plans.push(PolicyPlan { policy, outcome });
     }
 
@@ -166,37 +122,6 @@ pub async fn run(conn: &ConnectionArgs, args: Args) -> Result<ExitCode> {
 
 fn renew_time(lease: &Lease) -> Option<Timestamp> {
     lease.spec.as_ref().and_then(|s| s.renew_time.as_ref()).map(|t| t.0)
-}
-
-/// Lists every object of a kind, page by page, into the state. Returns the list's
-/// resourceVersion (to watch from).
-async fn load<K>(
-    state: &mut ClusterState,
-    api: Api<K>,
-    kind: WatchedKind,
-    now: Timestamp,
-    mut apply: impl FnMut(&mut ClusterState, &K),
-) -> Result<String>
-where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
-{
-    state.list_started(kind);
-    let mut lp = ListParams::default().limit(500);
-    let mut version = None;
-    loop {
-        let page =
-            api.list(&lp).await.map_err(|source| Error::List { kind: kind.as_str(), source })?;
-        version = version.or(page.metadata.resource_version.clone());
-        for obj in &page.items {
-            apply(state, obj);
-        }
-        match page.metadata.continue_.filter(|c| !c.is_empty()) {
-            Some(token) => lp = lp.continue_token(&token),
-            None => break,
-        }
-    }
-    state.list_done(kind, now);
-    Ok(version.unwrap_or_default())
 }
 
 /// Watches the Leases from the listed version for `observe`: each renewal arriving is seen,
@@ -256,7 +181,9 @@ fn evidence_note(observe: SignedDuration) -> String {
         "Evidence: kubelet Leases watched for {}; a renewal seen meanwhile is timed by this \
          machine's clock. Older evidence is dated by the timestamps in the objects (the nodes' \
          own clocks), which the running operator never does: it times everything from when it \
-         saw it change, and trusts nothing older than its own start.",
+         saw it change, and trusts nothing older than its own start. Rate limits and pods already \
+         acted on come from each policy's status.recentActions (its last 20 records), where the \
+         operator remembers every action since it started.",
         crate::core::format_duration(observe)
     )
 }

@@ -13,19 +13,14 @@ use std::process::ExitCode;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
-use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolumeClaim, Pod};
+use kube::Client;
 use kube::api::{Api, ListParams};
-use kube::{Client, Resource};
-use serde::de::DeserializeOwned;
 use tracing::{error, info, warn};
 
 use super::ConnectionArgs;
-use crate::adapters::NODE_LEASE_NAMESPACE;
+use crate::controllers::kinds::{WATCHED, spawn_watches};
 use crate::controllers::policy::{self, Context};
 use crate::controllers::state::ClusterState;
-use crate::controllers::watch::spawn_watches;
 use crate::crd::RemediationPolicy;
 use crate::http::{self, Health};
 use crate::leader::{self, Ended, LeaderElection, Leadership};
@@ -230,25 +225,11 @@ pub async fn preflight(client: &Client) -> Result<()> {
         Err(kube::Error::Api(s)) if s.code == 404 => return Err(Error::CrdMissing),
         Err(e) => return Err(classify("list", "remediationpolicies", e)),
     }
-    check_list(Api::<Node>::all(client.clone()), "nodes").await?;
-    check_list(Api::<Lease>::namespaced(client.clone(), NODE_LEASE_NAMESPACE), "leases").await?;
-    check_list(Api::<Pod>::all(client.clone()), "pods").await?;
-    check_list(Api::<Namespace>::all(client.clone()), "namespaces").await?;
-    check_list(Api::<PersistentVolumeClaim>::all(client.clone()), "persistentvolumeclaims").await?;
-    check_list(Api::<Deployment>::all(client.clone()), "deployments").await?;
-    check_list(Api::<StatefulSet>::all(client.clone()), "statefulsets").await?;
-    check_list(Api::<ReplicaSet>::all(client.clone()), "replicasets").await?;
+    for kind in WATCHED {
+        let resource = kind.kind().as_str();
+        kind.check_list(client.clone()).await.map_err(|e| classify("list", resource, e))?;
+    }
     Ok(())
-}
-
-async fn check_list<K>(api: Api<K>, resource: &'static str) -> Result<()>
-where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
-{
-    api.list_metadata(&ListParams::default().limit(1))
-        .await
-        .map(|_| ())
-        .map_err(|e| classify("list", resource, e))
 }
 
 fn classify(verb: &'static str, resource: &'static str, e: kube::Error) -> Error {

@@ -8,7 +8,7 @@
 //! Every `now` passed in comes from [`crate::clock`]: evidence is timed by the instant *we* saw
 //! it, never by the timestamps other machines wrote into the objects.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use jiff::Timestamp;
@@ -89,33 +89,80 @@ pub enum Change {
     Relevant,
 }
 
-#[derive(Debug, Default)]
-pub struct ClusterState {
-    nodes: HashMap<String, NodeView>,
-    leases: HashMap<String, LeaseRecord>,
-    /// Terminating pods by UID.
-    pods: HashMap<String, PodRecord>,
-    namespaces: HashMap<String, Arc<BTreeMap<String, String>>>,
-    /// `namespace/name` of claims whose access modes include ReadWriteOnce(Pod).
-    rwo_claims: HashSet<String>,
-    /// Deployments and StatefulSets by UID.
-    workloads: HashMap<String, WorkloadView>,
-    replica_sets: HashMap<String, ReplicaSetView>,
-    sync: Sync,
-    /// Objects received during a (re)list, swapped in when it completes.
-    relist: Relist,
+/// One kind's records by key, and the shadow copy a (re)list fills before it replaces them
+/// (so that objects deleted while the watch was down disappear).
+#[derive(Debug)]
+struct Store<V> {
+    live: HashMap<String, V>,
+    relist: Option<HashMap<String, V>>,
+}
+
+impl<V> Default for Store<V> {
+    fn default() -> Self {
+        Store { live: HashMap::new(), relist: None }
+    }
+}
+
+impl<V: PartialEq> Store<V> {
+    /// Records `value`: into the (re)list being collected, or live. Returns whether the live
+    /// records changed in a way `same` cannot tell apart (never during a relist).
+    fn put_with(&mut self, key: String, value: V, same: impl Fn(&V, &V) -> bool) -> Change {
+        if let Some(relist) = self.relist.as_mut() {
+            relist.insert(key, value);
+            return Change::None;
+        }
+        let changed = self.live.get(&key).is_none_or(|old| !same(old, &value));
+        self.live.insert(key, value);
+        if changed { Change::Relevant } else { Change::None }
+    }
+
+    fn put(&mut self, key: String, value: V) -> Change {
+        self.put_with(key, value, |a, b| a == b)
+    }
+
+    /// Forgets `key`: in the (re)list being collected, or live. Returns whether the live
+    /// records changed (never during a relist).
+    fn remove(&mut self, key: &str) -> Change {
+        if let Some(relist) = self.relist.as_mut() {
+            relist.remove(key);
+            return Change::None;
+        }
+        if self.live.remove(key).is_some() { Change::Relevant } else { Change::None }
+    }
+}
+
+/// What a (re)list does to one kind's records, whatever they are.
+trait Relist {
+    fn start(&mut self);
+    fn finish(&mut self);
+}
+
+impl<V> Relist for Store<V> {
+    fn start(&mut self) {
+        self.relist = Some(HashMap::new());
+    }
+
+    fn finish(&mut self) {
+        if let Some(m) = self.relist.take() {
+            self.live = m;
+        }
+    }
 }
 
 #[derive(Debug, Default)]
-struct Relist {
-    nodes: Option<HashMap<String, NodeView>>,
-    leases: Option<HashMap<String, LeaseRecord>>,
-    pods: Option<HashMap<String, PodRecord>>,
-    namespaces: Option<HashMap<String, Arc<BTreeMap<String, String>>>>,
-    rwo_claims: Option<HashSet<String>>,
-    /// Workloads of the kinds being relisted (Deployments and StatefulSets are relisted apart).
-    workloads: HashMap<WorkloadKind, HashMap<String, WorkloadView>>,
-    replica_sets: Option<HashMap<String, ReplicaSetView>>,
+pub struct ClusterState {
+    nodes: Store<NodeView>,
+    leases: Store<LeaseRecord>,
+    /// Terminating pods by UID.
+    pods: Store<PodRecord>,
+    namespaces: Store<Arc<BTreeMap<String, String>>>,
+    /// `namespace/name` of claims whose access modes include ReadWriteOnce(Pod).
+    rwo_claims: Store<()>,
+    /// Deployments and StatefulSets by UID (relisted apart).
+    deployments: Store<WorkloadView>,
+    stateful_sets: Store<WorkloadView>,
+    replica_sets: Store<ReplicaSetView>,
+    sync: Sync,
 }
 
 impl ClusterState {
@@ -123,70 +170,28 @@ impl ClusterState {
         Self::default()
     }
 
+    fn store(&mut self, kind: WatchedKind) -> &mut dyn Relist {
+        match kind {
+            WatchedKind::Node => &mut self.nodes,
+            WatchedKind::Lease => &mut self.leases,
+            WatchedKind::Pod => &mut self.pods,
+            WatchedKind::Namespace => &mut self.namespaces,
+            WatchedKind::PersistentVolumeClaim => &mut self.rwo_claims,
+            WatchedKind::Deployment => &mut self.deployments,
+            WatchedKind::StatefulSet => &mut self.stateful_sets,
+            WatchedKind::ReplicaSet => &mut self.replica_sets,
+        }
+    }
+
     /// A (re)list of `kind` starts: its objects are collected aside until it completes.
     pub fn list_started(&mut self, kind: WatchedKind) {
-        match kind {
-            WatchedKind::Node => self.relist.nodes = Some(HashMap::new()),
-            WatchedKind::Lease => self.relist.leases = Some(HashMap::new()),
-            WatchedKind::Pod => self.relist.pods = Some(HashMap::new()),
-            WatchedKind::Namespace => self.relist.namespaces = Some(HashMap::new()),
-            WatchedKind::PersistentVolumeClaim => self.relist.rwo_claims = Some(HashSet::new()),
-            WatchedKind::Deployment => {
-                self.relist.workloads.insert(WorkloadKind::Deployment, HashMap::new());
-            }
-            WatchedKind::StatefulSet => {
-                self.relist.workloads.insert(WorkloadKind::StatefulSet, HashMap::new());
-            }
-            WatchedKind::ReplicaSet => self.relist.replica_sets = Some(HashMap::new()),
-        }
+        self.store(kind).start();
     }
 
     /// A (re)list of `kind` completed at `now`: its objects replace the old ones and the
     /// evidence window restarts.
     pub fn list_done(&mut self, kind: WatchedKind, now: Timestamp) -> Change {
-        match kind {
-            WatchedKind::Node => {
-                if let Some(m) = self.relist.nodes.take() {
-                    self.nodes = m;
-                }
-            }
-            WatchedKind::Lease => {
-                if let Some(m) = self.relist.leases.take() {
-                    self.leases = m;
-                }
-            }
-            WatchedKind::Pod => {
-                if let Some(m) = self.relist.pods.take() {
-                    self.pods = m;
-                }
-            }
-            WatchedKind::Namespace => {
-                if let Some(m) = self.relist.namespaces.take() {
-                    self.namespaces = m;
-                }
-            }
-            WatchedKind::PersistentVolumeClaim => {
-                if let Some(m) = self.relist.rwo_claims.take() {
-                    self.rwo_claims = m;
-                }
-            }
-            WatchedKind::Deployment | WatchedKind::StatefulSet => {
-                let workload_kind = if kind == WatchedKind::Deployment {
-                    WorkloadKind::Deployment
-                } else {
-                    WorkloadKind::StatefulSet
-                };
-                if let Some(m) = self.relist.workloads.remove(&workload_kind) {
-                    self.workloads.retain(|_, w| w.kind != workload_kind);
-                    self.workloads.extend(m);
-                }
-            }
-            WatchedKind::ReplicaSet => {
-                if let Some(m) = self.relist.replica_sets.take() {
-                    self.replica_sets = m;
-                }
-            }
-        }
+        self.store(kind).finish();
         self.sync.listed.insert(kind);
         self.sync.window.listed(kind == WatchedKind::Lease, now);
         Change::Relevant
@@ -206,20 +211,13 @@ impl ClusterState {
         let mut view = node_view(node);
         let name = view.observation.name.clone();
         if view.observation.readiness != Readiness::Ready {
-            let before = self.nodes.get(&name).map(|n| &n.observation);
+            let before = self.nodes.live.get(&name).map(|n| &n.observation);
             view.observation.not_ready_seen = match before {
                 Some(b) if b.readiness != Readiness::Ready => b.not_ready_seen.or(Some(now)),
                 _ => Some(now),
             };
         }
-        if let Some(relist) = self.relist.nodes.as_mut() {
-            relist.insert(name, view);
-            return Change::None;
-        }
-        match self.nodes.insert(name, view.clone()) {
-            Some(old) if same_node_evidence(&old, &view) => Change::None,
-            _ => Change::Relevant,
-        }
+        self.nodes.put_with(name, view, same_node_evidence)
     }
 
     pub fn delete_node(&mut self, name: &str) -> Change {
@@ -235,28 +233,22 @@ impl ClusterState {
         renewed: Option<Timestamp>,
         now: Timestamp,
     ) -> Change {
-        let have_nodes = !self.nodes.is_empty();
-        let mut change = Change::None;
-        if self.sync.window.lease_event(now, have_nodes) {
-            change = Change::Relevant;
-        }
+        let restarted = self.sync.window.lease_event(now, !self.nodes.live.is_empty());
+        let change = if restarted { Change::Relevant } else { Change::None };
         let Some(renewed) = renewed else { return change };
-        let listing = self.relist.leases.is_some();
-        let record = match self.leases.get(name) {
+        let listing = self.leases.relist.is_some();
+        let record = match self.leases.live.get(name) {
             Some(old) if old.renewed == renewed => *old,
             Some(_) => LeaseRecord { renewed, seen: now, listed_only: false },
             None => LeaseRecord { renewed, seen: now, listed_only: listing },
         };
-        if let Some(relist) = self.relist.leases.as_mut() {
-            relist.insert(name.to_string(), record);
-            return Change::None;
+        if listing {
+            return self.leases.put(name.to_string(), record);
         }
-        self.leases.insert(name.to_string(), record);
+        self.leases.put(name.to_string(), record);
         // A renewal only matters for a node that is not Ready: it postpones its death.
-        let node_ready = self
-            .nodes
-            .get(name)
-            .is_some_and(|n| n.observation.readiness == crate::core::Readiness::Ready);
+        let node_ready =
+            self.nodes.live.get(name).is_some_and(|n| n.observation.readiness == Readiness::Ready);
         if node_ready { change } else { Change::Relevant }
     }
 
@@ -265,45 +257,22 @@ impl ClusterState {
         Change::Relevant
     }
 
+    /// A pod was added or changed: kept only while Terminating.
     pub fn apply_pod(&mut self, pod: &Pod) -> Change {
         let uid = pod.metadata.uid.clone().unwrap_or_default();
-        let record = pod_record(pod);
-        if let Some(relist) = self.relist.pods.as_mut() {
-            if let Some(record) = record {
-                relist.insert(uid, record);
-            }
-            return Change::None;
-        }
-        match record {
-            Some(record) => match self.pods.insert(uid, record.clone()) {
-                Some(old) if old == record => Change::None,
-                _ => Change::Relevant,
-            },
-            None => {
-                if self.pods.remove(&uid).is_some() {
-                    Change::Relevant
-                } else {
-                    Change::None
-                }
-            }
+        match pod_record(pod) {
+            Some(record) => self.pods.put(uid, record),
+            None => self.pods.remove(&uid),
         }
     }
 
     pub fn delete_pod(&mut self, uid: &str) -> Change {
-        if self.pods.remove(uid).is_some() { Change::Relevant } else { Change::None }
+        self.pods.remove(uid)
     }
 
     pub fn apply_namespace(&mut self, ns: &Namespace) -> Change {
         let name = ns.metadata.name.clone().unwrap_or_default();
-        let labels = Arc::new(ns.metadata.labels.clone().unwrap_or_default());
-        if let Some(relist) = self.relist.namespaces.as_mut() {
-            relist.insert(name, labels);
-            return Change::None;
-        }
-        match self.namespaces.insert(name, labels.clone()) {
-            Some(old) if old == labels => Change::None,
-            _ => Change::Relevant,
-        }
+        self.namespaces.put(name, Arc::new(ns.metadata.labels.clone().unwrap_or_default()))
     }
 
     pub fn delete_namespace(&mut self, name: &str) -> Change {
@@ -311,72 +280,65 @@ impl ClusterState {
         Change::Relevant
     }
 
+    /// A claim was added or changed: only whether it is ReadWriteOnce(Pod) is kept.
     pub fn apply_claim(&mut self, claim: &PersistentVolumeClaim) -> Change {
-        let key = format!(
-            "{}/{}",
+        let key = claim_key(
             claim.metadata.namespace.as_deref().unwrap_or_default(),
-            claim.metadata.name.as_deref().unwrap_or_default()
+            claim.metadata.name.as_deref().unwrap_or_default(),
         );
         let rwo = claim.spec.as_ref().and_then(|s| s.access_modes.as_ref()).is_some_and(|modes| {
             modes.iter().any(|m| m == "ReadWriteOnce" || m == "ReadWriteOncePod")
         });
-        let set = self.relist.rwo_claims.as_mut().unwrap_or(&mut self.rwo_claims);
-        let changed = if rwo { set.insert(key) } else { set.remove(&key) };
-        if changed && self.relist.rwo_claims.is_none() { Change::Relevant } else { Change::None }
+        if rwo { self.rwo_claims.put(key, ()) } else { self.rwo_claims.remove(&key) }
     }
 
     pub fn delete_claim(&mut self, namespace: &str, name: &str) -> Change {
-        if self.rwo_claims.remove(&format!("{namespace}/{name}")) {
-            Change::Relevant
-        } else {
-            Change::None
-        }
+        self.rwo_claims.remove(&claim_key(namespace, name))
     }
 
     /// A Deployment or StatefulSet was added or changed.
     pub fn apply_workload(&mut self, workload: WorkloadView) -> Change {
-        if let Some(relist) = self.relist.workloads.get_mut(&workload.kind) {
-            relist.insert(workload.uid.clone(), workload);
-            return Change::None;
-        }
-        match self.workloads.insert(workload.uid.clone(), workload.clone()) {
-            Some(old) if old == workload => Change::None,
-            _ => Change::Relevant,
-        }
+        let store = match workload.kind {
+            WorkloadKind::Deployment => &mut self.deployments,
+            WorkloadKind::StatefulSet => &mut self.stateful_sets,
+        };
+        store.put(workload.uid.clone(), workload)
     }
 
     pub fn delete_workload(&mut self, uid: &str) -> Change {
-        if self.workloads.remove(uid).is_some() { Change::Relevant } else { Change::None }
+        match self.deployments.remove(uid) {
+            Change::None => self.stateful_sets.remove(uid),
+            removed => removed,
+        }
     }
 
     pub fn apply_replica_set(&mut self, rs: ReplicaSetView) -> Change {
-        if let Some(relist) = self.relist.replica_sets.as_mut() {
-            relist.insert(rs.uid.clone(), rs);
-            return Change::None;
-        }
-        match self.replica_sets.insert(rs.uid.clone(), rs.clone()) {
-            Some(old) if old == rs => Change::None,
-            _ => Change::Relevant,
-        }
+        self.replica_sets.put(rs.uid.clone(), rs)
     }
 
     pub fn delete_replica_set(&mut self, uid: &str) -> Change {
-        if self.replica_sets.remove(uid).is_some() { Change::Relevant } else { Change::None }
+        self.replica_sets.remove(uid)
     }
 
     /// The blocked Recreate Deployments and StatefulSets at `now`.
     pub fn rollout_analysis(&self, now: Timestamp) -> RolloutAnalysis {
-        let pods: Vec<PodView> = self.pods.values().map(|r| r.view.clone()).collect();
+        let pods: Vec<PodView> = self.pods.live.values().map(|r| r.view.clone()).collect();
         self.analyze(&pods, now)
     }
 
     fn analyze(&self, pods: &[PodView], now: Timestamp) -> RolloutAnalysis {
-        let workloads: Vec<WorkloadView> = self.workloads.values().cloned().collect();
+        let workloads: Vec<WorkloadView> = self
+            .deployments
+            .live
+            .values()
+            .chain(self.stateful_sets.live.values())
+            .cloned()
+            .collect();
         blocked_rollouts(
             &workloads,
-            &self.replica_sets,
+            &self.replica_sets.live,
             pods,
-            |node| self.nodes.get(node).map(|n| n.observation.readiness == Readiness::Ready),
+            |node| self.nodes.live.get(node).map(|n| n.observation.readiness == Readiness::Ready),
             now,
         )
     }
@@ -389,7 +351,7 @@ impl ClusterState {
     /// Reads the renewals for a drought at `now` (see [`crate::core::evidence`]); call before
     /// [`ClusterState::evidence_since`]. Returns whether the reading changed.
     pub fn refresh_evidence(&mut self, now: Timestamp) -> Change {
-        let renewals = self.leases.values().filter(|l| !l.listed_only).map(|l| l.seen);
+        let renewals = self.leases.live.values().filter(|l| !l.listed_only).map(|l| l.seen);
         let drought = lease_drought(renewals, now);
         if self.sync.window.drought(now, drought) { Change::Relevant } else { Change::None }
     }
@@ -397,15 +359,15 @@ impl ClusterState {
     /// The start of the evidence window at `now`, or why evidence cannot be trusted: a watch
     /// not listed yet, a broken or silent Lease watch, a drought of renewals.
     pub fn evidence_since(&self, now: Timestamp) -> Result<Timestamp, Suspension> {
-        self.sync.window.since(now, self.synced(), !self.nodes.is_empty())
+        self.sync.window.since(now, self.synced(), !self.nodes.live.is_empty())
     }
 
     pub fn node_count(&self) -> usize {
-        self.nodes.len()
+        self.nodes.live.len()
     }
 
     pub fn terminating_pod_count(&self) -> usize {
-        self.pods.len()
+        self.pods.live.len()
     }
 
     /// Assembles the planner's input at `now`, with one policy's action history.
@@ -418,10 +380,11 @@ impl ClusterState {
         let empty = Arc::new(BTreeMap::new());
         let nodes = self
             .nodes
+            .live
             .values()
             .map(|n| {
                 let mut n = n.clone();
-                let lease = self.leases.get(&n.observation.name);
+                let lease = self.leases.live.get(&n.observation.name);
                 n.observation.lease_renewed = lease.map(|l| l.renewed);
                 n.observation.lease_seen = lease.map(|l| l.seen);
                 n
@@ -429,15 +392,20 @@ impl ClusterState {
             .collect();
         let pods = self
             .pods
+            .live
             .values()
             .map(|r| {
                 let mut view = r.view.clone();
-                view.namespace_labels =
-                    self.namespaces.get(&view.namespace).cloned().unwrap_or_else(|| empty.clone());
+                view.namespace_labels = self
+                    .namespaces
+                    .live
+                    .get(&view.namespace)
+                    .cloned()
+                    .unwrap_or_else(|| empty.clone());
                 view.has_rwo_volume = r
                     .claims
                     .iter()
-                    .any(|c| self.rwo_claims.contains(&format!("{}/{c}", view.namespace)));
+                    .any(|c| self.rwo_claims.live.contains_key(&claim_key(&view.namespace, c)));
                 view
             })
             .collect();
@@ -463,6 +431,10 @@ impl ClusterState {
     }
 }
 
+fn claim_key(namespace: &str, name: &str) -> String {
+    format!("{namespace}/{name}")
+}
+
 /// Two views of a node that no decision can tell apart.
 fn same_node_evidence(a: &NodeView, b: &NodeView) -> bool {
     let (x, y) = (&a.observation, &b.observation);
@@ -473,4 +445,120 @@ fn same_node_evidence(a: &NodeView, b: &NodeView) -> bool {
         && a.labels == b.labels
         && a.excluded == b.excluded
         && a.deleted == b.deleted
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + s).expect("test instant")
+    }
+
+    fn node(name: &str, ready: &str) -> Node {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name},
+            "status": {"conditions": [
+                {"type": "Ready", "status": ready, "lastTransitionTime": "2020-01-01T00:00:00Z"}]}
+        }))
+        .expect("valid node")
+    }
+
+    /// A state with every kind listed at `t`, holding the given nodes.
+    fn synced(t: i64, nodes: &[(&str, &str)]) -> ClusterState {
+        let mut s = ClusterState::new();
+        for kind in WatchedKind::ALL {
+            s.list_started(kind);
+            if kind == WatchedKind::Node {
+                for (name, ready) in nodes {
+                    s.apply_node(&node(name, ready), at(t));
+                }
+            }
+            s.list_done(kind, at(t));
+        }
+        s
+    }
+
+    fn seen(s: &ClusterState, node: &str) -> (Option<Timestamp>, Option<Timestamp>) {
+        let observed = s.observe(at(1000), Vec::new(), BTreeSet::new());
+        let n = observed.nodes.iter().find(|n| n.observation.name == node).expect("node");
+        (n.observation.lease_seen, n.observation.not_ready_seen)
+    }
+
+    #[test]
+    fn a_renewal_is_timed_when_seen_whatever_its_renew_time_says() {
+        let mut s = synced(0, &[("n1", "False")]);
+        // The kubelet's clock runs 5 minutes behind: its renewTime is far in the past.
+        s.apply_lease("n1", Some(at(-300)), at(5));
+        assert_eq!(seen(&s, "n1").0, Some(at(5)));
+        // The same renewTime again is no renewal.
+        s.apply_lease("n1", Some(at(-300)), at(7));
+        assert_eq!(seen(&s, "n1").0, Some(at(5)));
+        // A new value is, even an older one.
+        s.apply_lease("n1", Some(at(-301)), at(9));
+        assert_eq!(seen(&s, "n1").0, Some(at(9)));
+    }
+
+    #[test]
+    fn not_ready_is_timed_from_when_first_seen_and_reset_by_ready() {
+        let mut s = synced(0, &[("n1", "True")]);
+        assert_eq!(seen(&s, "n1").1, None);
+        s.apply_node(&node("n1", "False"), at(10));
+        s.apply_node(&node("n1", "Unknown"), at(20));
+        assert_eq!(seen(&s, "n1").1, Some(at(10)), "still not Ready since 10");
+        s.apply_node(&node("n1", "True"), at(30));
+        s.apply_node(&node("n1", "Unknown"), at(40));
+        assert_eq!(seen(&s, "n1").1, Some(at(40)));
+    }
+
+    #[test]
+    fn a_relist_drops_what_vanished_and_keeps_unchanged_renewals() {
+        let mut s = synced(0, &[("n1", "False"), ("n2", "False")]);
+        s.apply_lease("n1", Some(at(1)), at(1));
+        s.apply_lease("n2", Some(at(1)), at(1));
+        s.list_started(WatchedKind::Lease);
+        s.apply_lease("n1", Some(at(1)), at(50));
+        assert_eq!(s.list_done(WatchedKind::Lease, at(50)), Change::Relevant);
+        assert_eq!(seen(&s, "n1").0, Some(at(1)), "unchanged renewTime keeps its instant");
+        assert_eq!(seen(&s, "n2").0, None, "the Lease gone during the relist is forgotten");
+        assert_eq!(s.evidence_since(at(51)), Ok(at(50)), "the window restarts at the relist");
+    }
+
+    #[test]
+    fn a_silent_lease_view_suspends_evidence_until_renewals_resume() {
+        let mut s = synced(0, &[("n1", "True")]);
+        s.apply_lease("n1", Some(at(10)), at(10));
+        assert_eq!(s.evidence_since(at(25)), Ok(at(0)));
+        assert!(matches!(s.evidence_since(at(26)), Err(Suspension::Silent { .. })));
+        assert_eq!(s.apply_lease("n1", Some(at(70)), at(70)), Change::Relevant);
+        assert_eq!(s.evidence_since(at(71)), Ok(at(70)));
+    }
+
+    #[test]
+    fn only_terminating_pods_and_rwo_claims_are_kept() {
+        let mut s = synced(0, &[]);
+        let pod = |deleting: bool| -> Pod {
+            let mut meta = serde_json::json!({"name": "p", "namespace": "ns", "uid": "u1"});
+            if deleting {
+                meta["deletionTimestamp"] = "2026-01-01T00:00:00Z".into();
+            }
+            serde_json::from_value(serde_json::json!({"metadata": meta})).expect("pod")
+        };
+        assert_eq!(s.apply_pod(&pod(false)), Change::None);
+        assert_eq!(s.apply_pod(&pod(true)), Change::Relevant);
+        assert_eq!(s.apply_pod(&pod(true)), Change::None, "unchanged");
+        assert_eq!(s.terminating_pod_count(), 1);
+        assert_eq!(s.delete_pod("u1"), Change::Relevant);
+        assert_eq!(s.terminating_pod_count(), 0);
+
+        let claim = |mode: &str| -> PersistentVolumeClaim {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "c", "namespace": "ns"}, "spec": {"accessModes": [mode]}
+            }))
+            .expect("claim")
+        };
+        assert_eq!(s.apply_claim(&claim("ReadWriteMany")), Change::None);
+        assert_eq!(s.apply_claim(&claim("ReadWriteOnce")), Change::Relevant);
+        assert_eq!(s.apply_claim(&claim("ReadWriteMany")), Change::Relevant);
+    }
 }

@@ -4,8 +4,16 @@
 //! one or more `<digits><unit>` groups with units `ms`, `s`, `m`, `h`. No sign, no fractions, no
 //! spaces: stricter than Go's `time.ParseDuration`, so every accepted string also means the same
 //! thing to the API server's CEL `duration()`.
+//!
+//! Also the one piece of timestamp arithmetic the core does, [`add`], which saturates instead of
+//! panicking on absurd inputs.
 
-use jiff::SignedDuration;
+use jiff::{SignedDuration, Timestamp};
+
+/// `t + d`, saturating at the ends of time instead of panicking on absurd inputs.
+pub fn add(t: Timestamp, d: SignedDuration) -> Timestamp {
+    t.saturating_add(d).unwrap_or(if d.is_negative() { Timestamp::MIN } else { Timestamp::MAX })
+}
 
 /// Why a duration string was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -140,5 +148,16 @@ mod tests {
             let d = parse_duration(s).expect("valid");
             assert_eq!(format_duration(d), s);
         }
+    }
+
+    #[test]
+    fn add_saturates() {
+        let ts = |s: &str| -> Timestamp { s.parse().expect("test timestamp") };
+        assert_eq!(add(Timestamp::MAX, SignedDuration::from_secs(1)), Timestamp::MAX);
+        assert_eq!(add(Timestamp::MIN, SignedDuration::from_secs(-1)), Timestamp::MIN);
+        assert_eq!(
+            add(ts("2026-01-01T00:00:00Z"), SignedDuration::from_secs(60)),
+            ts("2026-01-01T00:01:00Z")
+        );
     }
 }

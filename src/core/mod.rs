@@ -3,34 +3,52 @@
 //! Nothing here talks to the API server, reads the clock or the environment: `now` is always a
 //! parameter, so every function is deterministic and tested with tables.
 //!
-//! The reconciler's path through it: [`validate`] the spec, [`plan`] against the
+//! The reconciler's path through it: [`validate`] the spec, [`plan`](plan()) against the
 //! [`Observed`] cluster, hand [`Plan::actions`] to the writer, write [`desired_status`] when it
 //! differs, requeue at [`Plan::next_deadline`].
+//!
+//! By concept, from the bottom up (no module imports one above it):
+//! - the inputs: [`observed`] (pods, nodes, workloads, past actions), [`policy`] (the validated
+//!   spec), [`evidence`] (since when evidence is trusted);
+//! - the judgements of the inputs: [`node`] (alive, dying, dead, fenced), [`rollouts`] (which
+//!   rollouts Terminating pods block);
+//! - the vocabulary of decisions: [`verdict`] (why a pod is or is not released), [`action`] (what
+//!   the writer does, and the last look before it does);
+//! - [`guards`]: the circuit breaker, rate limit and per-owner budget every action passes;
+//! - [`rules`]: one module per rule, over shared release gates, yielding verdicts and candidate
+//!   actions;
+//! - [`plan`](mod@plan): composes the rules and spends the guards; [`status`] reports the plan.
 
-pub mod budget;
+pub mod action;
 pub mod duration;
 pub mod evidence;
+pub mod guards;
 pub mod node;
+pub mod observed;
 pub mod plan;
 pub mod policy;
 pub mod rollouts;
+pub mod rules;
 pub mod selector;
 pub mod status;
+pub mod verdict;
 
-pub use budget::{RATE_WINDOW, Window};
+pub use action::{Action, ForceDelete, FreshNode, FreshPod, FreshPolicy, LastLook};
 pub use duration::{DurationError, format_duration, parse_duration};
 pub use evidence::{Drought, EvidenceWindow, Suspension, lease_drought};
+pub use guards::{Circuit, Guards, RATE_WINDOW, Window};
 pub use node::{
-    FencingEvidence, NodeHealth, NodeObservation, NodeState, NodeSummary, NodeView, Readiness,
-    assess_node, summarize_node,
+    FencingEvidence, NodeHealth, NodeState, NodeSummary, assess_node, fencing_evidence,
+    summarize_node,
 };
-pub use plan::{
-    Action, Circuit, ForceDelete, FreshPod, NotEligible, Observed, OwnerKey, OwnerRef, PastAction,
-    Plan, PlanCounts, PodDecision, PodView, Verdict, plan,
+pub use observed::{
+    NodeObservation, NodeView, Observed, OwnerKey, OwnerRef, PastAction, PodView, Readiness,
 };
+pub use plan::{Plan, PlanCounts, plan};
 pub use policy::{FencingNeeds, InvalidPolicy, MaxUnhealthy, ValidatedPolicy, validate};
 pub use selector::{Selector, SelectorError};
 pub use status::{
     CONDITION_CIRCUIT_OPEN, CONDITION_INVALID, CONDITION_PAUSED, CONDITION_READY, Evaluation,
     blocked_rollouts_in_scope, desired_status, push_recent_actions,
 };
+pub use verdict::{NotEligible, PodDecision, Verdict};

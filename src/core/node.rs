@@ -6,107 +6,16 @@
 //! controller does. The timestamps inside the objects (`renewTime`, `lastTransitionTime`) are
 //! written by other machines whose clocks may run minutes off: they are shown to people and never
 //! compared with our clock.
-
-use std::collections::BTreeMap;
+//!
+//! The inputs it judges ([`NodeObservation`], [`NodeView`]) live in [`super::observed`]; this
+//! module holds the judgement: the node's state, its fencing evidence and why.
 
 use jiff::{SignedDuration, Timestamp};
 
-use super::budget::add;
-use super::duration::format_duration;
+use super::duration::{add, format_duration};
+use super::observed::{NodeObservation, NodeView, Readiness};
 use super::policy::ValidatedPolicy;
 use crate::crd::{FencingSpec, OUT_OF_SERVICE_TAINT, SHUTDOWN_TAINT};
-
-/// The status of a node's `Ready` condition as the node lifecycle controller reports it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Readiness {
-    /// `Ready=True`: the kubelet reports healthy.
-    Ready,
-    /// `Ready=False`: the kubelet reports a problem, so it is alive.
-    NotReady,
-    /// `Ready=Unknown`: the node controller stopped hearing from the kubelet.
-    Unknown,
-    /// No `Ready` condition yet (a node that never started).
-    Missing,
-}
-
-impl Readiness {
-    /// Parses a condition status (`True`, `False`, `Unknown`); `None` means no condition.
-    pub fn from_condition_status(status: Option<&str>) -> Self {
-        match status {
-            Some("True") => Readiness::Ready,
-            Some("False") => Readiness::NotReady,
-            Some(_) => Readiness::Unknown,
-            None => Readiness::Missing,
-        }
-    }
-
-    /// The word shown to users.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Readiness::Ready => "Ready",
-            Readiness::NotReady => "NotReady",
-            Readiness::Unknown => "Unknown",
-            Readiness::Missing => "NoCondition",
-        }
-    }
-}
-
-/// What is known about one node, extracted from its Node object and kubelet Lease.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NodeObservation {
-    pub name: String,
-    pub readiness: Readiness,
-    /// When the `Ready` condition last changed status, as written in it (by the kubelet or the
-    /// node lifecycle controller, on their clocks): shown, never compared with ours.
-    pub ready_transition: Option<Timestamp>,
-    /// The Lease's `spec.renewTime`, written by the kubelet on its clock: shown, never compared
-    /// with ours.
-    pub lease_renewed: Option<Timestamp>,
-    /// When the operator first saw the node not Ready, by its own clock (`None` while Ready, or
-    /// for a one-shot read).
-    pub not_ready_seen: Option<Timestamp>,
-    /// When the operator last saw the Lease's `renewTime` change, by its own clock (`None`
-    /// without a Lease, or for a one-shot read).
-    pub lease_seen: Option<Timestamp>,
-    /// `spec.unschedulable` (cordoned).
-    pub unschedulable: bool,
-    /// `key:effect` of each taint.
-    pub taints: Vec<String>,
-}
-
-impl NodeObservation {
-    /// Whether the node carries a taint with this key (any effect).
-    pub fn has_taint_key(&self, key: &str) -> bool {
-        self.taints.iter().any(|t| t.split_once(':').map_or(t.as_str(), |(k, _)| k) == key)
-    }
-
-    /// Whether the node carries a taint with this key and effect.
-    pub fn has_taint(&self, key: &str, effect: &str) -> bool {
-        self.taints.iter().any(|t| t.split_once(':') == Some((key, effect)))
-    }
-
-    /// How far the kubelet's clock runs behind ours (negative: ahead), as seen when its last
-    /// renewal arrived: our clock then minus the `renewTime` it wrote.
-    pub fn lease_skew(&self) -> Option<SignedDuration> {
-        Some(self.lease_seen?.duration_since(self.lease_renewed?))
-    }
-
-    /// The first enabled fencing evidence on this node: the out-of-service taint counts only with
-    /// effect `NoExecute` (what PodGC and the attach/detach controller act on), the shutdown taint
-    /// with any effect.
-    pub fn fencing(&self, fencing: &FencingSpec, deleted: bool) -> Option<FencingEvidence> {
-        if deleted && fencing.node_deleted {
-            Some(FencingEvidence::NodeDeleted)
-        } else if fencing.out_of_service_taint && self.has_taint(OUT_OF_SERVICE_TAINT, "NoExecute")
-        {
-            Some(FencingEvidence::OutOfServiceTaint)
-        } else if fencing.shutdown_taint && self.has_taint_key(SHUTDOWN_TAINT) {
-            Some(FencingEvidence::ShutdownTaint)
-        } else {
-            None
-        }
-    }
-}
 
 /// Skews below this are clock noise and left unmentioned.
 pub const NOTABLE_SKEW: SignedDuration = SignedDuration::from_secs(30);
@@ -119,39 +28,6 @@ fn skew_note(skew: Option<SignedDuration>) -> String {
     let (amount, side) =
         if rounded.is_negative() { (-rounded, "ahead of") } else { (rounded, "behind") };
     format!(" (its renewTime is {} {side} ours: clock skew on the node?)", format_duration(amount))
-}
-
-/// What the planner keeps about one node: the observation plus what scoping needs.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NodeView {
-    pub observation: NodeObservation,
-    /// The node's labels (last known, for a deleted node).
-    pub labels: BTreeMap<String, String>,
-    /// Annotated `remediator.io/exclude: "true"`: its pods are never touched.
-    pub excluded: bool,
-    /// The Node object is gone (a tombstone kept while pods still reference it).
-    pub deleted: bool,
-}
-
-impl NodeView {
-    /// A node known only by name because pods reference it but no Node object exists.
-    pub fn deleted_unknown(name: &str) -> Self {
-        NodeView {
-            observation: NodeObservation {
-                name: name.to_string(),
-                readiness: Readiness::Missing,
-                ready_transition: None,
-                lease_renewed: None,
-                not_ready_seen: None,
-                lease_seen: None,
-                unschedulable: false,
-                taints: Vec::new(),
-            },
-            labels: BTreeMap::new(),
-            excluded: false,
-            deleted: true,
-        }
-    }
 }
 
 /// A node's state as far as remediation is concerned.
@@ -190,6 +66,25 @@ impl FencingEvidence {
             FencingEvidence::OutOfServiceTaint => "taint node.kubernetes.io/out-of-service",
             FencingEvidence::ShutdownTaint => "taint node.cloudprovider.kubernetes.io/shutdown",
         }
+    }
+}
+
+/// The first enabled fencing evidence on a node (`deleted`: its Node object is gone): the
+/// out-of-service taint counts only with effect `NoExecute` (what PodGC and the attach/detach
+/// controller act on), the shutdown taint with any effect.
+pub fn fencing_evidence(
+    node: &NodeObservation,
+    fencing: &FencingSpec,
+    deleted: bool,
+) -> Option<FencingEvidence> {
+    if deleted && fencing.node_deleted {
+        Some(FencingEvidence::NodeDeleted)
+    } else if fencing.out_of_service_taint && node.has_taint(OUT_OF_SERVICE_TAINT, "NoExecute") {
+        Some(FencingEvidence::OutOfServiceTaint)
+    } else if fencing.shutdown_taint && node.has_taint_key(SHUTDOWN_TAINT) {
+        Some(FencingEvidence::ShutdownTaint)
+    } else {
+        None
     }
 }
 
@@ -232,7 +127,7 @@ pub fn summarize_node(
     now: Timestamp,
 ) -> NodeSummary {
     let obs = &view.observation;
-    let fenced_by = obs.fencing(&policy.fencing, view.deleted);
+    let fenced_by = fencing_evidence(obs, &policy.fencing, view.deleted);
     let summary = |state, dead_at, why: String, held_alive| NodeSummary {
         name: obs.name.clone(),
         state,
@@ -269,6 +164,39 @@ pub fn summarize_node(
     let lease_due = add(lease_since, policy.lease_stale_for);
     let dead_at = not_ready_due.max(lease_due);
     let readiness = obs.readiness.as_str();
+    let facts = evidence_facts(obs, since, not_ready_since, now);
+    // The kubelet answers (its renewals keep arriving) although the node is not Ready.
+    let held_alive = (now < lease_due && obs.lease_seen.is_some_and(|s| s >= not_ready_since))
+        .then(|| {
+            format!(
+                "{}: Ready={readiness} but its kubelet keeps renewing its Lease{}",
+                obs.name,
+                skew_note(obs.lease_skew())
+            )
+        });
+    if now >= dead_at {
+        summary(NodeState::Dead, Some(dead_at), format!("dead since {dead_at}: {facts}"), None)
+    } else {
+        let waits = waits(policy, not_ready_due, lease_due, now);
+        let alive = if held_alive.is_some() { "alive: its kubelet answers; " } else { "" };
+        summary(
+            NodeState::Unhealthy,
+            Some(dead_at),
+            format!("{alive}{facts}; waiting for {waits}"),
+            held_alive,
+        )
+    }
+}
+
+/// The evidence a not-Ready node is judged on, for humans: since when it is not Ready and when
+/// its last Lease renewal was seen, each counted from no earlier than the window start `since`.
+fn evidence_facts(
+    obs: &NodeObservation,
+    since: Timestamp,
+    not_ready_since: Timestamp,
+    now: Timestamp,
+) -> String {
+    let readiness = obs.readiness.as_str();
     let window = |t: Option<Timestamp>| match t {
         Some(t) if t >= since => String::new(),
         _ => format!(" (counted from the evidence window start at {since})"),
@@ -284,40 +212,30 @@ pub fn summarize_node(
         Some(_) => format!("Lease not renewed{}{skew}", window(None)),
         None => format!("no Lease renewal seen{}", window(None)),
     };
-    let facts = format!("{ready_fact}, {lease_fact}");
-    // The kubelet answers (its renewals keep arriving) although the node is not Ready.
-    let held_alive = (now < lease_due && obs.lease_seen.is_some_and(|s| s >= not_ready_since))
-        .then(|| {
-            format!(
-                "{}: Ready={readiness} but its kubelet keeps renewing its Lease{}",
-                obs.name,
-                skew_note(obs.lease_skew())
-            )
-        });
-    if now >= dead_at {
-        summary(NodeState::Dead, Some(dead_at), format!("dead since {dead_at}: {facts}"), None)
-    } else {
-        let mut waits = Vec::new();
-        if now < not_ready_due {
-            waits.push(format!(
-                "notReadyFor {} until {not_ready_due}",
-                format_duration(policy.not_ready_for)
-            ));
-        }
-        if now < lease_due {
-            waits.push(format!(
-                "leaseStaleFor {} until {lease_due}",
-                format_duration(policy.lease_stale_for)
-            ));
-        }
-        let alive = if held_alive.is_some() { "alive: its kubelet answers; " } else { "" };
-        summary(
-            NodeState::Unhealthy,
-            Some(dead_at),
-            format!("{alive}{facts}; waiting for {}", waits.join(" and ")),
-            held_alive,
-        )
+    format!("{ready_fact}, {lease_fact}")
+}
+
+/// What a node not dead yet waits for: the time rules still running at `now`, joined by "and".
+fn waits(
+    policy: &ValidatedPolicy,
+    not_ready_due: Timestamp,
+    lease_due: Timestamp,
+    now: Timestamp,
+) -> String {
+    let mut waits = Vec::new();
+    if now < not_ready_due {
+        waits.push(format!(
+            "notReadyFor {} until {not_ready_due}",
+            format_duration(policy.not_ready_for)
+        ));
     }
+    if now < lease_due {
+        waits.push(format!(
+            "leaseStaleFor {} until {lease_due}",
+            format_duration(policy.lease_stale_for)
+        ));
+    }
+    waits.join(" and ")
 }
 
 /// The assessed health of one node at an instant.
@@ -352,24 +270,12 @@ pub fn assess_node(node: &NodeObservation, now: Timestamp) -> NodeHealth {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
 
     fn ts(s: &str) -> Timestamp {
         s.parse().expect("test timestamp")
-    }
-
-    #[test]
-    fn readiness_from_condition_status() {
-        let table = [
-            (Some("True"), Readiness::Ready),
-            (Some("False"), Readiness::NotReady),
-            (Some("Unknown"), Readiness::Unknown),
-            (Some("garbage"), Readiness::Unknown),
-            (None, Readiness::Missing),
-        ];
-        for (status, want) in table {
-            assert_eq!(Readiness::from_condition_status(status), want, "status {status:?}");
-        }
     }
 
     #[test]
@@ -386,43 +292,59 @@ mod tests {
             taints: vec![],
         };
         let secs = |s| Some(SignedDuration::from_secs(s));
+        struct Row {
+            case: &'static str,
+            node: NodeObservation,
+            healthy: bool,
+            not_ready_for: Option<SignedDuration>,
+            lease_age: Option<SignedDuration>,
+        }
         let table = [
-            // (case, node, healthy, not_ready_for, lease_age)
-            (
-                "ready with fresh lease",
-                node(Readiness::Ready, Some("2026-01-01T00:00:00Z"), Some("2026-01-01T00:09:58Z")),
-                true,
-                None,
-                secs(2),
-            ),
-            (
-                "unknown for five minutes",
-                node(
+            Row {
+                case: "ready with fresh lease",
+                node: node(
+                    Readiness::Ready,
+                    Some("2026-01-01T00:00:00Z"),
+                    Some("2026-01-01T00:09:58Z"),
+                ),
+                healthy: true,
+                not_ready_for: None,
+                lease_age: secs(2),
+            },
+            Row {
+                case: "unknown for five minutes",
+                node: node(
                     Readiness::Unknown,
                     Some("2026-01-01T00:05:00Z"),
                     Some("2026-01-01T00:04:20Z"),
                 ),
-                false,
-                secs(300),
-                secs(340),
-            ),
-            (
-                "not ready without lease",
-                node(Readiness::NotReady, Some("2026-01-01T00:09:00Z"), None),
-                false,
-                secs(60),
-                None,
-            ),
-            (
-                "lease renewed in the future (skew) counts as zero",
-                node(Readiness::Ready, None, Some("2026-01-01T00:10:05Z")),
-                true,
-                None,
-                secs(0),
-            ),
-            ("no condition yet", node(Readiness::Missing, None, None), false, None, None),
+                healthy: false,
+                not_ready_for: secs(300),
+                lease_age: secs(340),
+            },
+            Row {
+                case: "not ready without lease",
+                node: node(Readiness::NotReady, Some("2026-01-01T00:09:00Z"), None),
+                healthy: false,
+                not_ready_for: secs(60),
+                lease_age: None,
+            },
+            Row {
+                case: "lease renewed in the future (skew) counts as zero",
+                node: node(Readiness::Ready, None, Some("2026-01-01T00:10:05Z")),
+                healthy: true,
+                not_ready_for: None,
+                lease_age: secs(0),
+            },
+            Row {
+                case: "no condition yet",
+                node: node(Readiness::Missing, None, None),
+                healthy: false,
+                not_ready_for: None,
+                lease_age: None,
+            },
         ];
-        for (case, obs, healthy, not_ready_for, lease_age) in table {
+        for Row { case, node: obs, healthy, not_ready_for, lease_age } in table {
             let health = assess_node(&obs, now);
             assert_eq!(health.is_healthy(), healthy, "{case}");
             assert_eq!(health.not_ready_for, not_ready_for, "{case}");
@@ -434,16 +356,6 @@ mod tests {
         let mut spec = crate::crd::RemediationPolicySpec::default();
         f(&mut spec);
         crate::core::validate(&spec).expect("valid test policy")
-    }
-
-    #[test]
-    fn has_taint_key_ignores_effect() {
-        let mut obs = NodeView::deleted_unknown("n").observation;
-        obs.taints = vec!["node.kubernetes.io/out-of-service:NoExecute".into(), "bare-key".into()];
-        assert!(obs.has_taint_key(OUT_OF_SERVICE_TAINT));
-        assert!(obs.has_taint_key("bare-key"));
-        assert!(!obs.has_taint_key("node.kubernetes.io"));
-        assert!(!obs.has_taint_key(SHUTDOWN_TAINT));
     }
 
     #[test]

@@ -1,432 +1,26 @@
 //! `plan(&observed, &policy, now) -> Plan`: which pods stuck Terminating on dead nodes to
 //! release now, why every other one is not released (yet), and when to look again.
 //!
+//! The plan composes the core: it judges the nodes ([`crate::core::node`]), counts them and
+//! evaluates the circuit breaker, runs the rules ([`crate::core::rules`]), spends the guards
+//! ([`crate::core::guards`]) on the rules' candidates oldest threshold first, and assembles what
+//! the status and the writer need. It decides nothing of its own.
+//!
 //! The plan is identical in DryRun and Enforce: the writer decides whether an action becomes a
 //! request or a record.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::fmt;
-use std::sync::Arc;
+use std::collections::BTreeMap;
 
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 
-use super::budget::{RATE_WINDOW, Window, add};
-use super::duration::format_duration;
+use super::action::Action;
 use super::evidence::Suspension;
-use super::node::{NodeObservation, Readiness};
-use super::node::{NodeState, NodeSummary, NodeView, summarize_node};
-use super::policy::{MaxUnhealthy, ValidatedPolicy};
-pub use super::rollouts::WorkloadRef;
-use crate::crd::{
-    ActionKind, EXCLUDE_ANNOTATION, FencingRequirement, FencingSpec, Mode, OwnerKind,
-};
-
-/// A pod's controlling owner reference.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct OwnerRef {
-    pub kind: String,
-    pub name: String,
-    pub uid: String,
-}
-
-/// The key of per-owner budgets: one ReplicaSet, StatefulSet or Job.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct OwnerKey {
-    pub namespace: String,
-    pub kind: String,
-    pub name: String,
-}
-
-impl fmt::Display for OwnerKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}/{}", self.kind, self.namespace, self.name)
-    }
-}
-
-/// What the planner keeps about one pod. The controller only needs to pass Terminating pods
-/// (`deletion_timestamp` set); the others are ignored.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PodView {
-    pub namespace: String,
-    pub name: String,
-    pub uid: String,
-    /// `spec.nodeName`; pods never scheduled are ignored.
-    pub node_name: Option<String>,
-    pub labels: BTreeMap<String, String>,
-    /// The labels of the pod's namespace, shared between the pods of one namespace.
-    pub namespace_labels: Arc<BTreeMap<String, String>>,
-    /// The owner reference with `controller: true`, if any.
-    pub owner: Option<OwnerRef>,
-    /// `metadata.deletionTimestamp`: deletion time plus grace period.
-    pub deletion_timestamp: Option<Timestamp>,
-    /// `metadata.deletionGracePeriodSeconds` (informational: already in `deletion_timestamp`).
-    pub deletion_grace_seconds: Option<i64>,
-    /// A mirror pod of a static pod (annotation `kubernetes.io/config.mirror`).
-    pub is_mirror: bool,
-    /// Mounts a PVC whose access modes include ReadWriteOnce or ReadWriteOncePod.
-    pub has_rwo_volume: bool,
-    /// Annotated `remediator.io/exclude: "true"`.
-    pub excluded: bool,
-    /// `status.phase`, for reports.
-    pub phase: Option<String>,
-    /// The Recreate Deployment or StatefulSet whose rollout this pod blocks, if any (filled by
-    /// the controller from [`crate::core::rollouts::blocked_rollouts`]).
-    pub blocks_rollout: Option<WorkloadRef>,
-}
-
-impl PodView {
-    /// The per-owner budget key; `None` for bare pods.
-    pub fn owner_key(&self) -> Option<OwnerKey> {
-        self.owner.as_ref().map(|o| OwnerKey {
-            namespace: self.namespace.clone(),
-            kind: o.kind.clone(),
-            name: o.name.clone(),
-        })
-    }
-}
-
-/// An action this policy already took (or recorded in DryRun), for rate limits.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PastAction {
-    pub at: Timestamp,
-    pub owner: Option<OwnerKey>,
-}
-
-/// Everything the planner looks at.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Observed {
-    /// Nodes, including tombstones of deleted nodes still referenced by pods (`deleted: true`).
-    /// A node referenced by a pod but absent here counts as deleted, with no labels.
-    pub nodes: Vec<NodeView>,
-    /// Terminating pods (others are ignored).
-    pub pods: Vec<PodView>,
-    /// The start of the evidence window (see [`crate::core::evidence`]): when the watches last
-    /// finished a (re)list or the Lease view last resumed after a stall. `None` while evidence
-    /// is not trusted: then no node is dead and nothing is done.
-    pub watch_synced_at: Option<Timestamp>,
-    /// Why evidence is not trusted, when `watch_synced_at` is `None`.
-    pub suspended: Option<Suspension>,
-    /// This policy's actions of at least the last 60 s (older ones are ignored), with result
-    /// Done, WouldAct or Failed: attempts count towards the rate limits.
-    pub recent_actions: Vec<PastAction>,
-    /// UIDs of pods this policy already force-deleted (Enforce) or recorded as would-be
-    /// force-deleted (DryRun), in the current mode, that are still present. They are not acted on
-    /// again, so DryRun reports each pod once and moves on to the next, as Enforce would.
-    pub acted_pods: BTreeSet<String>,
-}
-
-/// Why a Terminating pod is not released now. Descheduler-style: a reason, not a bool.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum NotEligible {
-    /// The watches are not synced: no evidence is trusted.
-    CachesNotSynced,
-    /// The Lease view stalled or failed (see [`Suspension`]): no evidence is trusted.
-    EvidenceSuspended { why: String },
-    /// `stuckTerminating.enabled` is false.
-    RuleDisabled,
-    /// The pod is annotated `remediator.io/exclude: "true"`.
-    PodExcluded,
-    /// The pod's node is annotated `remediator.io/exclude: "true"`.
-    NodeExcluded,
-    /// Mirror pods belong to the kubelet.
-    MirrorPod,
-    /// DaemonSet pods belong to their node.
-    DaemonSetPod,
-    /// The owner kind is not in `ownerKinds` (or not selectable at all).
-    OwnerKindNotSelected { kind: String },
-    /// The namespace's labels do not match `namespaceSelector`.
-    NamespaceNotSelected,
-    /// The pod's labels do not match `podSelector`.
-    PodNotSelected,
-    /// This policy already acted on this pod (see [`Observed::acted_pods`]).
-    AlreadyActed,
-    /// The node is not dead; `until` is when it will be if nothing changes.
-    NodeNotDead { until: Option<Timestamp>, why: String },
-    /// The pod needs fencing evidence and its node has none.
-    NeedsFencing { because: FencingRequirement },
-    /// `deletionTimestamp + delayAfterGrace` has not passed.
-    WithinDelay { until: Timestamp },
-    /// `spec.paused`.
-    Paused,
-    /// Too many unhealthy nodes.
-    CircuitOpen { unhealthy: u32, limit: u32 },
-    /// `rateLimit.actionsPerMinute` is used up until `until`.
-    RateLimited { until: Timestamp },
-    /// `maxPodsPerOwnerPerMinute` is used up for this owner until `until`.
-    OwnerBudget { owner: OwnerKey, until: Timestamp },
-}
-
-impl NotEligible {
-    /// A bounded CamelCase code, for metrics, Events and tables.
-    pub fn code(&self) -> &'static str {
-        match self {
-            NotEligible::CachesNotSynced => "CachesNotSynced",
-            NotEligible::EvidenceSuspended { .. } => "EvidenceSuspended",
-            NotEligible::RuleDisabled => "RuleDisabled",
-            NotEligible::PodExcluded => "PodExcluded",
-            NotEligible::NodeExcluded => "NodeExcluded",
-            NotEligible::MirrorPod => "MirrorPod",
-            NotEligible::DaemonSetPod => "DaemonSetPod",
-            NotEligible::OwnerKindNotSelected { .. } => "OwnerKindNotSelected",
-            NotEligible::NamespaceNotSelected => "NamespaceNotSelected",
-            NotEligible::PodNotSelected => "PodNotSelected",
-            NotEligible::AlreadyActed => "AlreadyActed",
-            NotEligible::NodeNotDead { .. } => "NodeNotDead",
-            NotEligible::NeedsFencing { .. } => "NeedsFencing",
-            NotEligible::WithinDelay { .. } => "WithinDelay",
-            NotEligible::Paused => "Paused",
-            NotEligible::CircuitOpen { .. } => "CircuitOpen",
-            NotEligible::RateLimited { .. } => "RateLimited",
-            NotEligible::OwnerBudget { .. } => "OwnerBudget",
-        }
-    }
-}
-
-impl fmt::Display for NotEligible {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            NotEligible::CachesNotSynced => {
-                write!(f, "watches not synced yet: no evidence is trusted")
-            }
-            NotEligible::EvidenceSuspended { why } => write!(f, "{why}"),
-            NotEligible::RuleDisabled => write!(
-                f,
-                "stuckTerminating is disabled in this policy (and recreateRollouts does not apply)"
-            ),
-            NotEligible::PodExcluded => write!(f, "pod annotated remediator.io/exclude=true"),
-            NotEligible::NodeExcluded => write!(f, "node annotated remediator.io/exclude=true"),
-            NotEligible::MirrorPod => write!(f, "mirror (static) pods are never touched"),
-            NotEligible::DaemonSetPod => write!(f, "DaemonSet pods are never touched"),
-            NotEligible::OwnerKindNotSelected { kind } => {
-                write!(f, "owner kind {kind} is not in ownerKinds")
-            }
-            NotEligible::NamespaceNotSelected => {
-                write!(f, "namespace not selected by namespaceSelector")
-            }
-            NotEligible::PodNotSelected => write!(f, "pod not selected by podSelector"),
-            NotEligible::AlreadyActed => write!(f, "already acted on by this policy"),
-            NotEligible::NodeNotDead { until: Some(t), why } => {
-                write!(f, "node not dead before {t}: {why}")
-            }
-            NotEligible::NodeNotDead { until: None, why } => write!(f, "node not dead: {why}"),
-            NotEligible::NeedsFencing { because } => {
-                let who = match because {
-                    FencingRequirement::StatefulSet => "StatefulSet pods",
-                    FencingRequirement::ReadWriteOnce => "pods with ReadWriteOnce volumes",
-                    _ => "all pods",
-                };
-                write!(f, "{who} need fencing evidence (requireFencingFor) and the node has none")
-            }
-            NotEligible::WithinDelay { until } => {
-                write!(f, "deletionTimestamp + delayAfterGrace not reached until {until}")
-            }
-            NotEligible::Paused => write!(f, "policy paused"),
-            NotEligible::CircuitOpen { unhealthy, limit } => {
-                write!(
-                    f,
-                    "circuit open: {unhealthy} unhealthy nodes exceed maxUnhealthyNodes ({limit})"
-                )
-            }
-            NotEligible::RateLimited { until } => {
-                write!(f, "rateLimit.actionsPerMinute used up; next slot at {until}")
-            }
-            NotEligible::OwnerBudget { owner, until } => {
-                write!(f, "maxPodsPerOwnerPerMinute used up for {owner}; next slot at {until}")
-            }
-        }
-    }
-}
-
-/// The verdict on one Terminating pod.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Verdict {
-    /// Released by an action in [`Plan::actions`].
-    Eligible,
-    NotEligible(NotEligible),
-}
-
-/// One Terminating pod on an in-scope node and its verdict.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PodDecision {
-    pub namespace: String,
-    pub name: String,
-    pub uid: String,
-    pub node: String,
-    pub owner: Option<OwnerKey>,
-    pub verdict: Verdict,
-}
-
-/// A pod force delete: DELETE with `gracePeriodSeconds: 0` and a UID precondition.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ForceDelete {
-    pub namespace: String,
-    pub name: String,
-    pub uid: String,
-    pub node: String,
-    pub owner: Option<OwnerKey>,
-    /// Why, for Events, logs and status.
-    pub reason: String,
-    /// The instant the pod became due (latest of node death and `deletionTimestamp + delay`);
-    /// rate limiting may act later. Latency is measured from here.
-    pub threshold: Timestamp,
-    /// The workload whose rollout the pod blocks, told in an Event when it is released.
-    pub blocks_rollout: Option<WorkloadRef>,
-    /// The node's Lease `renewTime` the plan judged on: any other value in the last look is a
-    /// renewal since the plan, so the kubelet is alive.
-    pub lease_renewed: Option<Timestamp>,
-    /// The fencing the pod needs, which the last look must still find on its node.
-    pub fencing_required: Option<FencingRequirement>,
-}
-
-/// What a fresh read of a pod says, just before it is force-deleted.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FreshPod<'a> {
-    pub uid: Option<&'a str>,
-    pub terminating: bool,
-    /// `spec.nodeName` (empty when unset).
-    pub node: &'a str,
-    /// Annotated `remediator.io/exclude: "true"`.
-    pub excluded: bool,
-}
-
-/// What a fresh read of the pod's node says (`None` in [`LastLook::node`]: the Node is gone).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FreshNode {
-    pub observation: NodeObservation,
-    pub excluded: bool,
-}
-
-/// What a fresh read of the policy says (`None` in [`LastLook::policy`]: it was deleted).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FreshPolicy {
-    pub mode: Mode,
-    pub paused: bool,
-    pub generation: Option<i64>,
-}
-
-/// Fresh reads (never from a cache) of everything a force delete stands on, taken right before
-/// the request: the pod (`None`: gone), its node, the node's Lease `renewTime`, the policy.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LastLook<'a> {
-    pub pod: Option<FreshPod<'a>>,
-    pub node: Option<FreshNode>,
-    pub lease_renewed: Option<Timestamp>,
-    pub policy: Option<FreshPolicy>,
-}
-
-impl ForceDelete {
-    /// Whether the action still stands after the last look. `planned_generation` is the policy
-    /// generation the plan was made with; `fencing` its fencing settings. `Err` says why it is
-    /// skipped: the pod changed, the policy left Enforce or changed, or the node is no longer
-    /// dead by fresh evidence (Ready, a Lease renewed since the plan, excluded, fencing gone).
-    pub fn recheck(
-        &self,
-        look: &LastLook<'_>,
-        planned_generation: Option<i64>,
-        fencing: &FencingSpec,
-    ) -> Result<(), String> {
-        let Some(pod) = look.pod else { return Err("pod already gone".into()) };
-        if pod.uid != Some(self.uid.as_str()) {
-            return Err("a new pod with the same name replaced it; left alone".into());
-        }
-        if !pod.terminating {
-            return Err("pod is no longer Terminating".into());
-        }
-        if pod.node != self.node {
-            return Err(format!("pod moved to node {:?}", pod.node));
-        }
-        if pod.excluded {
-            return Err(format!("pod annotated {EXCLUDE_ANNOTATION}=true; left alone"));
-        }
-        let Some(policy) = look.policy else { return Err("the policy was deleted".into()) };
-        if policy.mode != Mode::Enforce {
-            return Err(format!("the policy is in {} now; nothing deleted", policy.mode.as_str()));
-        }
-        if policy.paused {
-            return Err("the policy is paused now; nothing deleted".into());
-        }
-        if policy.generation != planned_generation {
-            return Err("the policy changed since the plan; its next evaluation decides".into());
-        }
-        if look.lease_renewed != self.lease_renewed {
-            let show = |t: Option<Timestamp>| t.map_or("none".to_string(), |t| t.to_string());
-            return Err(format!(
-                "the node's Lease was renewed since the plan (renewTime {} -> {}): its kubelet is alive; left alone",
-                show(self.lease_renewed),
-                show(look.lease_renewed)
-            ));
-        }
-        let fenced = match &look.node {
-            Some(node) => {
-                if node.observation.readiness == Readiness::Ready {
-                    return Err("node is Ready again; left alone".into());
-                }
-                if node.excluded {
-                    return Err(format!("node annotated {EXCLUDE_ANNOTATION}=true; left alone"));
-                }
-                node.observation.fencing(fencing, false)
-            }
-            None => NodeView::deleted_unknown(&self.node).observation.fencing(fencing, true),
-        };
-        if let (Some(required), None) = (self.fencing_required, fenced) {
-            return Err(format!(
-                "fencing evidence ({}) no longer on the node; left alone",
-                required.as_str()
-            ));
-        }
-        Ok(())
-    }
-}
-
-/// Something the writer should do (or record, in DryRun).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Action {
-    ForceDelete(ForceDelete),
-}
-
-impl Action {
-    pub fn kind(&self) -> ActionKind {
-        match self {
-            Action::ForceDelete(_) => ActionKind::ForceDelete,
-        }
-    }
-}
-
-/// The storm guard's reading.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Circuit {
-    pub open: bool,
-    pub unhealthy: u32,
-    pub limit: u32,
-    pub in_scope: u32,
-    pub max_unhealthy: MaxUnhealthy,
-}
-
-impl Circuit {
-    /// Decides the circuit: open when `unhealthy > limit`; exactly at the limit it stays closed.
-    pub fn evaluate(unhealthy: u32, in_scope: u32, max_unhealthy: MaxUnhealthy) -> Self {
-        let limit = max_unhealthy.limit(in_scope);
-        Circuit { open: unhealthy > limit, unhealthy, limit, in_scope, max_unhealthy }
-    }
-
-    /// The explanation shown in the CircuitOpen condition and the plan.
-    pub fn message(&self) -> String {
-        let Circuit { unhealthy, limit, in_scope, max_unhealthy, .. } = self;
-        let limit_text = match max_unhealthy {
-            MaxUnhealthy::Count(_) => format!("maxUnhealthyNodes {limit}"),
-            MaxUnhealthy::Percent(_) => {
-                format!("maxUnhealthyNodes {max_unhealthy} of {in_scope} = {limit}")
-            }
-        };
-        if self.open {
-            format!(
-                "{unhealthy} of {in_scope} selected nodes are unhealthy, more than {limit_text}: no action until it drops"
-            )
-        } else {
-            format!("{unhealthy} of {in_scope} selected nodes are unhealthy, within {limit_text}")
-        }
-    }
-}
+use super::guards::{Circuit, Guards};
+use super::node::{NodeState, NodeSummary, summarize_node};
+use super::observed::{NodeView, Observed};
+use super::policy::ValidatedPolicy;
+use super::rules::{Candidate, Findings, release_terminating_pods};
+use super::verdict::{PodDecision, Verdict};
 
 /// Counts for the policy's status.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -462,63 +56,68 @@ pub struct Plan {
     pub counts: PlanCounts,
 }
 
-/// How a pod's controlling owner relates to `ownerKinds`.
-enum OwnerClass<'a> {
-    Selectable(OwnerKind),
-    DaemonSet,
-    Mirror,
-    Other(&'a str),
-}
-
-fn owner_class(pod: &PodView) -> OwnerClass<'_> {
-    if pod.is_mirror {
-        return OwnerClass::Mirror;
-    }
-    match pod.owner.as_ref().map(|o| o.kind.as_str()) {
-        None => OwnerClass::Selectable(OwnerKind::Bare),
-        Some("ReplicaSet") => OwnerClass::Selectable(OwnerKind::ReplicaSet),
-        Some("StatefulSet") => OwnerClass::Selectable(OwnerKind::StatefulSet),
-        Some("Job") => OwnerClass::Selectable(OwnerKind::Job),
-        Some("DaemonSet") => OwnerClass::DaemonSet,
-        // Mirror pods are owned by their Node.
-        Some("Node") => OwnerClass::Mirror,
-        Some(other) => OwnerClass::Other(other),
-    }
-}
-
-/// Which fencing requirement applies to a pod, if any.
-fn fencing_requirement(
-    pod: &PodView,
-    kind: OwnerKind,
-    policy: &ValidatedPolicy,
-) -> Option<FencingRequirement> {
-    let needs = policy.fencing_needs;
-    if needs.all {
-        Some(FencingRequirement::All)
-    } else if needs.stateful_set && kind == OwnerKind::StatefulSet {
-        Some(FencingRequirement::StatefulSet)
-    } else if needs.read_write_once && pod.has_rwo_volume {
-        Some(FencingRequirement::ReadWriteOnce)
-    } else {
-        None
-    }
-}
-
-/// A pod that passed every per-pod gate and now competes for budget.
-struct Ready {
-    decision: usize,
-    threshold: Timestamp,
-    reason: String,
-    fencing_required: Option<FencingRequirement>,
-    lease_renewed: Option<Timestamp>,
-}
-
 /// Decides what to do at `now`. Pure: same inputs, same plan.
 pub fn plan(observed: &Observed, policy: &ValidatedPolicy, now: Timestamp) -> Plan {
     let synced_at = observed.watch_synced_at;
+    let nodes = in_scope_nodes(observed, policy, now);
+    let mut counts = PlanCounts::default();
     let mut deadlines: Vec<Timestamp> = Vec::new();
+    for summary in nodes.values() {
+        counts.matched_nodes += 1;
+        match summary.state {
+            NodeState::Healthy => {}
+            NodeState::Unhealthy => counts.unhealthy_nodes += 1,
+            NodeState::Dead => {
+                counts.unhealthy_nodes += 1;
+                counts.dead_nodes += 1;
+            }
+        }
+        deadlines.extend(summary.dead_at.filter(|t| *t > now));
+    }
+    counts.stuck_pods = count_stuck_pods(observed, &nodes, policy, now, &mut deadlines);
+    let circuit =
+        Circuit::evaluate(counts.unhealthy_nodes, counts.matched_nodes, policy.max_unhealthy);
 
-    // Nodes: observed ones, plus those referenced by Terminating pods but gone.
+    let Findings { mut decisions, mut candidates, deadlines: waits } =
+        release_terminating_pods(observed, &nodes, policy, now);
+    deadlines.extend(waits);
+
+    // The guards, oldest threshold first.
+    candidates.sort_by(|a, b| {
+        (a.action.threshold(), a.action.target()).cmp(&(b.action.threshold(), b.action.target()))
+    });
+    let mut guards = Guards::new(&observed.recent_actions, policy, &circuit, now);
+    let mut actions = Vec::new();
+    for Candidate { decision, action } in candidates {
+        match guards.admit(action.owner()) {
+            Ok(()) => actions.push(action),
+            Err(reason) => decisions[decision].verdict = Verdict::NotEligible(reason),
+        }
+    }
+    deadlines.extend_from_slice(guards.deadlines());
+    counts.eligible_pods = u32::try_from(actions.len()).unwrap_or(u32::MAX);
+
+    decisions.sort_by(|a, b| (&a.namespace, &a.name, &a.uid).cmp(&(&b.namespace, &b.name, &b.uid)));
+    Plan {
+        synced: synced_at.is_some(),
+        suspended: if synced_at.is_some() { None } else { observed.suspended.clone() },
+        actions,
+        decisions,
+        nodes: nodes.into_values().collect(),
+        circuit,
+        next_deadline: deadlines.into_iter().filter(|t| *t > now).min(),
+        counts,
+    }
+}
+
+/// The in-scope nodes, judged at `now`, by name: the observed ones, plus those referenced by
+/// Terminating pods but gone.
+fn in_scope_nodes<'a>(
+    observed: &'a Observed,
+    policy: &ValidatedPolicy,
+    now: Timestamp,
+) -> BTreeMap<&'a str, NodeSummary> {
+    let synced_at = observed.watch_synced_at;
     let mut nodes: BTreeMap<&str, (NodeSummary, bool)> = BTreeMap::new();
     for view in &observed.nodes {
         let in_scope = policy.node_selector.matches(&view.labels);
@@ -536,267 +135,54 @@ pub fn plan(observed: &Observed, policy: &ValidatedPolicy, now: Timestamp) -> Pl
             nodes.insert(node, (summarize_node(&view, policy, synced_at, now), in_scope));
         }
     }
+    nodes.into_iter().filter(|(_, (_, in_scope))| *in_scope).map(|(n, (s, _))| (n, s)).collect()
+}
 
-    let mut counts = PlanCounts::default();
-    for (summary, _) in nodes.values().filter(|(_, in_scope)| *in_scope) {
-        counts.matched_nodes += 1;
-        match summary.state {
-            NodeState::Healthy => {}
-            NodeState::Unhealthy => counts.unhealthy_nodes += 1,
-            NodeState::Dead => {
-                counts.unhealthy_nodes += 1;
-                counts.dead_nodes += 1;
-            }
-        }
-        deadlines.extend(summary.dead_at.filter(|t| *t > now));
-    }
-    let circuit =
-        Circuit::evaluate(counts.unhealthy_nodes, counts.matched_nodes, policy.max_unhealthy);
-
-    // Per-pod gates.
-    let mut decisions: Vec<PodDecision> = Vec::new();
-    let mut ready: Vec<Ready> = Vec::new();
+/// Counts the selected Terminating pods on in-scope nodes whose deletionTimestamp has passed;
+/// the others' deletionTimestamps are deadlines (the count changes then).
+fn count_stuck_pods(
+    observed: &Observed,
+    nodes: &BTreeMap<&str, NodeSummary>,
+    policy: &ValidatedPolicy,
+    now: Timestamp,
+    deadlines: &mut Vec<Timestamp>,
+) -> u32 {
+    let mut stuck = 0;
     for pod in &observed.pods {
-        let (Some(deleted_at), Some(node_name)) =
-            (pod.deletion_timestamp, pod.node_name.as_deref())
+        let (Some(deleted_at), Some(node)) = (pod.deletion_timestamp, pod.node_name.as_deref())
         else {
             continue;
         };
-        let Some((node, true)) = nodes.get(node_name) else {
-            continue;
-        };
-        let selected = policy.namespace_selector.matches(&pod.namespace_labels)
+        let selected = nodes.contains_key(node)
+            && policy.namespace_selector.matches(&pod.namespace_labels)
             && policy.pod_selector.matches(&pod.labels);
-        if selected {
-            if now >= deleted_at {
-                counts.stuck_pods += 1;
-            } else {
-                deadlines.push(deleted_at);
-            }
+        if !selected {
+            continue;
         }
-        let gate = pod_gate(pod, node, selected, observed, policy, deleted_at, now);
-        let verdict = match gate {
-            Gate::Blocked(reason, deadline) => {
-                deadlines.extend(deadline.filter(|t| *t > now));
-                Verdict::NotEligible(reason)
-            }
-            Gate::Ready { threshold, reason, fencing_required } => {
-                ready.push(Ready {
-                    decision: decisions.len(),
-                    threshold,
-                    reason,
-                    fencing_required,
-                    lease_renewed: node.lease_renewed,
-                });
-                // Filled in below.
-                Verdict::Eligible
-            }
-        };
-        decisions.push(PodDecision {
-            namespace: pod.namespace.clone(),
-            name: pod.name.clone(),
-            uid: pod.uid.clone(),
-            node: node_name.to_string(),
-            owner: pod.owner_key(),
-            verdict,
-        });
-    }
-
-    // Policy-wide gates and budgets, oldest threshold first.
-    ready.sort_by(|a, b| {
-        let (da, db) = (&decisions[a.decision], &decisions[b.decision]);
-        (a.threshold, &da.namespace, &da.name).cmp(&(b.threshold, &db.namespace, &db.name))
-    });
-    let mut global =
-        Window::new(observed.recent_actions.iter().map(|a| a.at), now, policy.actions_per_minute);
-    let mut per_owner_past: HashMap<&OwnerKey, Vec<Timestamp>> = HashMap::new();
-    for past in &observed.recent_actions {
-        if let Some(owner) = &past.owner {
-            per_owner_past.entry(owner).or_default().push(past.at);
-        }
-    }
-    let mut owners: HashMap<OwnerKey, Window> = HashMap::new();
-    let next_slot = |w: &Window| w.next_free().unwrap_or_else(|| add(now, RATE_WINDOW));
-    let mut actions = Vec::new();
-    for Ready { decision, threshold, reason, fencing_required, lease_renewed } in ready {
-        let d = &mut decisions[decision];
-        let blocked = if policy.paused {
-            Some(NotEligible::Paused)
-        } else if circuit.open {
-            Some(NotEligible::CircuitOpen { unhealthy: circuit.unhealthy, limit: circuit.limit })
-        } else if !global.has_room() {
-            Some(NotEligible::RateLimited { until: next_slot(&global) })
-        } else if let Some(owner) = &d.owner {
-            let window = owners.entry(owner.clone()).or_insert_with(|| {
-                let past = per_owner_past.get(owner).into_iter().flatten().copied();
-                Window::new(past, now, policy.max_pods_per_owner_per_minute)
-            });
-            if window.has_room() {
-                window.record(now);
-                None
-            } else {
-                Some(NotEligible::OwnerBudget { owner: owner.clone(), until: next_slot(window) })
-            }
+        if now >= deleted_at {
+            stuck += 1;
         } else {
-            None
-        };
-        match blocked {
-            Some(reason) => {
-                if let NotEligible::RateLimited { until } | NotEligible::OwnerBudget { until, .. } =
-                    &reason
-                {
-                    deadlines.push(*until);
-                }
-                d.verdict = Verdict::NotEligible(reason);
-            }
-            None => {
-                global.record(now);
-                actions.push(Action::ForceDelete(ForceDelete {
-                    namespace: d.namespace.clone(),
-                    name: d.name.clone(),
-                    uid: d.uid.clone(),
-                    node: d.node.clone(),
-                    owner: d.owner.clone(),
-                    reason,
-                    threshold,
-                    blocks_rollout: observed
-                        .pods
-                        .iter()
-                        .find(|p| p.uid == d.uid)
-                        .and_then(|p| p.blocks_rollout.clone()),
-                    lease_renewed,
-                    fencing_required,
-                }));
-            }
+            deadlines.push(deleted_at);
         }
     }
-    counts.eligible_pods = u32::try_from(actions.len()).unwrap_or(u32::MAX);
-
-    decisions.sort_by(|a, b| (&a.namespace, &a.name, &a.uid).cmp(&(&b.namespace, &b.name, &b.uid)));
-    Plan {
-        synced: synced_at.is_some(),
-        suspended: if synced_at.is_some() { None } else { observed.suspended.clone() },
-        actions,
-        decisions,
-        nodes: nodes.into_values().filter(|(_, in_scope)| *in_scope).map(|(s, _)| s).collect(),
-        circuit,
-        next_deadline: deadlines.into_iter().filter(|t| *t > now).min(),
-        counts,
-    }
-}
-
-enum Gate {
-    /// Not eligible, and the instant at which the pod would pass its per-pod gates by time alone.
-    Blocked(NotEligible, Option<Timestamp>),
-    Ready {
-        threshold: Timestamp,
-        reason: String,
-        fencing_required: Option<FencingRequirement>,
-    },
-}
-
-/// The per-pod gates, most static first.
-fn pod_gate(
-    pod: &PodView,
-    node: &NodeSummary,
-    selected: bool,
-    observed: &Observed,
-    policy: &ValidatedPolicy,
-    deleted_at: Timestamp,
-    now: Timestamp,
-) -> Gate {
-    let blocked = |reason| Gate::Blocked(reason, None);
-    if observed.watch_synced_at.is_none() {
-        return blocked(match &observed.suspended {
-            None | Some(Suspension::NotSynced) => NotEligible::CachesNotSynced,
-            Some(other) => NotEligible::EvidenceSuspended { why: other.to_string() },
-        });
-    }
-    // A pod that blocks a rollout may also be released by recreateRollouts; the shorter
-    // delay of the rules that apply wins.
-    let recreate = pod.blocks_rollout.as_ref().and(policy.recreate_rollouts_delay);
-    let delay = match (policy.stuck_terminating_delay, recreate) {
-        (Some(a), Some(b)) => a.min(b),
-        (Some(d), None) | (None, Some(d)) => d,
-        (None, None) => return blocked(NotEligible::RuleDisabled),
-    };
-    if pod.excluded {
-        return blocked(NotEligible::PodExcluded);
-    }
-    if node.excluded {
-        return blocked(NotEligible::NodeExcluded);
-    }
-    let kind = match owner_class(pod) {
-        OwnerClass::Mirror => return blocked(NotEligible::MirrorPod),
-        OwnerClass::DaemonSet => return blocked(NotEligible::DaemonSetPod),
-        OwnerClass::Other(kind) => {
-            return blocked(NotEligible::OwnerKindNotSelected { kind: kind.to_string() });
-        }
-        OwnerClass::Selectable(kind) if !policy.owner_kinds.contains(&kind) => {
-            return blocked(NotEligible::OwnerKindNotSelected { kind: kind.as_str().to_string() });
-        }
-        OwnerClass::Selectable(kind) => kind,
-    };
-    if !policy.namespace_selector.matches(&pod.namespace_labels) {
-        return blocked(NotEligible::NamespaceNotSelected);
-    }
-    if !selected {
-        return blocked(NotEligible::PodNotSelected);
-    }
-    if observed.acted_pods.contains(&pod.uid) {
-        return blocked(NotEligible::AlreadyActed);
-    }
-
-    let due = add(deleted_at, delay);
-    let requirement = fencing_requirement(pod, kind, policy);
-    let fenced = requirement.is_none() || node.fenced_by.is_some();
-    if node.state != NodeState::Dead {
-        // When the node dies, the pod can go at the later of the two instants (if fenced).
-        let ready_at = node.dead_at.filter(|_| fenced).map(|t| t.max(due));
-        return Gate::Blocked(
-            NotEligible::NodeNotDead { until: node.dead_at, why: node.why.clone() },
-            ready_at,
-        );
-    }
-    if let (Some(because), None) = (requirement, node.fenced_by) {
-        return blocked(NotEligible::NeedsFencing { because });
-    }
-    if now < due {
-        return Gate::Blocked(NotEligible::WithinDelay { until: due }, Some(due));
-    }
-    let threshold = node.dead_at.map_or(due, |t| t.max(due));
-    let grace = pod
-        .deletion_grace_seconds
-        .map(|s| format!(", grace {}", format_duration(SignedDuration::from_secs(s))));
-    let fencing = match (requirement, node.fenced_by) {
-        (Some(r), Some(e)) => {
-            format!("; fencing required ({}) and present: {}", r.as_str(), e.describe())
-        }
-        (None, Some(e)) => format!("; fenced: {}", e.describe()),
-        (_, None) => "; no fencing required".to_string(),
-    };
-    let blocking = pod
-        .blocks_rollout
-        .as_ref()
-        .map(|w| format!("; blocks the rollout of {w}"))
-        .unwrap_or_default();
-    let reason = format!(
-        "Terminating since {deleted_at}{} + delayAfterGrace {} passed at {due}; node {} {}{fencing}{blocking}",
-        grace.unwrap_or_default(),
-        format_duration(delay),
-        node.name,
-        node.why,
-    );
-    Gate::Ready { threshold, reason, fencing_required: requirement }
+    stuck
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::core::node::{NodeObservation, Readiness};
-    use crate::crd::RemediationPolicySpec;
+    use std::sync::Arc;
+
+    use jiff::SignedDuration;
     use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
+    use super::*;
+    use crate::core::action::Action;
+    use crate::core::duration::add;
+    use crate::core::observed::{
+        NodeObservation, OwnerKey, OwnerRef, PastAction, PodView, Readiness,
+    };
+    use crate::core::verdict::{NotEligible, Verdict};
+    use crate::crd::{ActionKind, FencingRequirement, OwnerKind, RemediationPolicySpec};
     /// 2026-01-01T00:MM:SSZ.
     fn t(min: i64, sec: i64) -> Timestamp {
         add("2026-01-01T00:00:00Z".parse().expect("ts"), SignedDuration::from_secs(min * 60 + sec))
@@ -899,141 +285,119 @@ mod tests {
     type SpecFn = fn(&mut RemediationPolicySpec);
     type PodFn = fn(&mut PodView);
     type ObsFn = fn(&mut Observed);
-    type VerdictRow = (&'static str, SpecFn, PodFn, ObsFn, Result<(), NotEligible>);
 
     #[test]
     fn verdict_table() {
         use NotEligible::*;
-        let nothing = |_: &mut RemediationPolicySpec| {};
-        let same = |_: &mut PodView| {};
-        let as_is = |_: &mut Observed| {};
+        struct Row {
+            case: &'static str,
+            spec: SpecFn,
+            pod: PodFn,
+            observed: ObsFn,
+            want: Result<(), NotEligible>,
+        }
+        /// A row that changes nothing in the policy, the pod or the observed cluster.
+        fn row(case: &'static str, want: Result<(), NotEligible>) -> Row {
+            Row { case, spec: |_| {}, pod: |_| {}, observed: |_| {}, want }
+        }
         fn owned_by(p: &mut PodView, kind: &str) {
             p.owner = Some(OwnerRef { kind: kind.into(), name: "o".into(), uid: "o-uid".into() });
         }
         // Nodes: dead "n-dead", "n-ready", "n-dying" (dead at 00:11), "n-oos" (dead, out-of-service
         // taint). The pod is on n-dead unless the pod function moves it.
-        let table: Vec<VerdictRow> = vec![
-            ("Deployment pod on a dead node", nothing, same, as_is, Ok(())),
-            ("bare pod", nothing, |p| p.owner = None, as_is, Ok(())),
-            ("Job pod", nothing, |p| owned_by(p, "Job"), as_is, Ok(())),
-            (
-                "caches not synced",
-                nothing,
-                same,
-                |o| o.watch_synced_at = None,
-                Err(CachesNotSynced),
-            ),
-            (
-                "rule disabled",
-                |s| s.stuck_terminating.enabled = false,
-                same,
-                as_is,
-                Err(RuleDisabled),
-            ),
-            ("pod excluded", nothing, |p| p.excluded = true, as_is, Err(PodExcluded)),
-            ("node excluded", nothing, same, |o| o.nodes[0].excluded = true, Err(NodeExcluded)),
-            ("mirror pod", nothing, |p| p.is_mirror = true, as_is, Err(MirrorPod)),
-            (
-                "pod owned by its Node is a mirror pod",
-                nothing,
-                |p| owned_by(p, "Node"),
-                as_is,
-                Err(MirrorPod),
-            ),
-            ("DaemonSet pod", nothing, |p| owned_by(p, "DaemonSet"), as_is, Err(DaemonSetPod)),
-            (
-                "custom owner kind",
-                nothing,
-                |p| owned_by(p, "CloneSet"),
-                as_is,
-                Err(OwnerKindNotSelected { kind: "CloneSet".into() }),
-            ),
-            (
-                "Job not in ownerKinds",
-                |s| s.owner_kinds = vec![OwnerKind::ReplicaSet],
-                |p| owned_by(p, "Job"),
-                as_is,
-                Err(OwnerKindNotSelected { kind: "Job".into() }),
-            ),
-            (
-                "bare not in ownerKinds",
-                |s| s.owner_kinds = vec![OwnerKind::ReplicaSet],
-                |p| p.owner = None,
-                as_is,
-                Err(OwnerKindNotSelected { kind: "Bare".into() }),
-            ),
-            (
-                "namespace not selected",
-                |s| {
+        let table = [
+            row("Deployment pod on a dead node", Ok(())),
+            Row { pod: |p| p.owner = None, ..row("bare pod", Ok(())) },
+            Row { pod: |p| owned_by(p, "Job"), ..row("Job pod", Ok(())) },
+            Row {
+                observed: |o| o.watch_synced_at = None,
+                ..row("caches not synced", Err(CachesNotSynced))
+            },
+            Row {
+                spec: |s| s.stuck_terminating.enabled = false,
+                ..row("rule disabled", Err(RuleDisabled))
+            },
+            Row { pod: |p| p.excluded = true, ..row("pod excluded", Err(PodExcluded)) },
+            Row {
+                observed: |o| o.nodes[0].excluded = true,
+                ..row("node excluded", Err(NodeExcluded))
+            },
+            Row { pod: |p| p.is_mirror = true, ..row("mirror pod", Err(MirrorPod)) },
+            Row {
+                pod: |p| owned_by(p, "Node"),
+                ..row("pod owned by its Node is a mirror pod", Err(MirrorPod))
+            },
+            Row { pod: |p| owned_by(p, "DaemonSet"), ..row("DaemonSet pod", Err(DaemonSetPod)) },
+            Row {
+                pod: |p| owned_by(p, "CloneSet"),
+                ..row("custom owner kind", Err(OwnerKindNotSelected { kind: "CloneSet".into() }))
+            },
+            Row {
+                spec: |s| s.owner_kinds = vec![OwnerKind::ReplicaSet],
+                pod: |p| owned_by(p, "Job"),
+                ..row("Job not in ownerKinds", Err(OwnerKindNotSelected { kind: "Job".into() }))
+            },
+            Row {
+                spec: |s| s.owner_kinds = vec![OwnerKind::ReplicaSet],
+                pod: |p| p.owner = None,
+                ..row("bare not in ownerKinds", Err(OwnerKindNotSelected { kind: "Bare".into() }))
+            },
+            Row {
+                spec: |s| {
                     s.namespace_selector = Some(
                         serde_json::from_value(serde_json::json!({"matchLabels": {"team": "a"}}))
                             .expect("sel"),
                     )
                 },
-                same,
-                as_is,
-                Err(NamespaceNotSelected),
-            ),
-            (
-                "pod not selected",
-                |s| {
+                ..row("namespace not selected", Err(NamespaceNotSelected))
+            },
+            Row {
+                spec: |s| {
                     s.pod_selector = Some(
                         serde_json::from_value(serde_json::json!({"matchLabels": {"app": "db"}}))
                             .expect("sel"),
                     )
                 },
-                same,
-                as_is,
-                Err(PodNotSelected),
-            ),
-            (
-                "already acted",
-                nothing,
-                same,
-                |o| {
+                ..row("pod not selected", Err(PodNotSelected))
+            },
+            Row {
+                observed: |o| {
                     o.acted_pods.insert("uid-p".into());
                 },
-                Err(AlreadyActed),
-            ),
-            (
-                "node ready",
-                nothing,
-                |p| p.node_name = Some("n-ready".into()),
-                as_is,
-                Err(NodeNotDead { until: None, why: String::new() }),
-            ),
-            (
-                "node dying",
-                nothing,
-                |p| p.node_name = Some("n-dying".into()),
-                as_is,
-                Err(NodeNotDead { until: Some(t(11, 0)), why: String::new() }),
-            ),
-            (
-                "StatefulSet pod needs fencing",
-                nothing,
-                |p| owned_by(p, "StatefulSet"),
-                as_is,
-                Err(NeedsFencing { because: FencingRequirement::StatefulSet }),
-            ),
-            (
-                "RWO pod needs fencing",
-                nothing,
-                |p| p.has_rwo_volume = true,
-                as_is,
-                Err(NeedsFencing { because: FencingRequirement::ReadWriteOnce }),
-            ),
-            (
-                "All: every pod needs fencing",
-                |s| s.dead_node.require_fencing_for = vec![FencingRequirement::All],
-                |p| p.owner = None,
-                as_is,
-                Err(NeedsFencing { because: FencingRequirement::All }),
-            ),
-            (
-                "StatefulSet pod on a fenced node",
-                nothing,
-                |p| {
+                ..row("already acted", Err(AlreadyActed))
+            },
+            Row {
+                pod: |p| p.node_name = Some("n-ready".into()),
+                ..row("node ready", Err(NodeNotDead { until: None, why: String::new() }))
+            },
+            Row {
+                pod: |p| p.node_name = Some("n-dying".into()),
+                ..row("node dying", Err(NodeNotDead { until: Some(t(11, 0)), why: String::new() }))
+            },
+            Row {
+                pod: |p| owned_by(p, "StatefulSet"),
+                ..row(
+                    "StatefulSet pod needs fencing",
+                    Err(NeedsFencing { because: FencingRequirement::StatefulSet }),
+                )
+            },
+            Row {
+                pod: |p| p.has_rwo_volume = true,
+                ..row(
+                    "RWO pod needs fencing",
+                    Err(NeedsFencing { because: FencingRequirement::ReadWriteOnce }),
+                )
+            },
+            Row {
+                spec: |s| s.dead_node.require_fencing_for = vec![FencingRequirement::All],
+                pod: |p| p.owner = None,
+                ..row(
+                    "All: every pod needs fencing",
+                    Err(NeedsFencing { because: FencingRequirement::All }),
+                )
+            },
+            Row {
+                pod: |p| {
                     p.owner = Some(OwnerRef {
                         kind: "StatefulSet".into(),
                         name: "db".into(),
@@ -1041,13 +405,10 @@ mod tests {
                     });
                     p.node_name = Some("n-oos".into());
                 },
-                as_is,
-                Ok(()),
-            ),
-            (
-                "RWO StatefulSet pod on a deleted node (fenced by deletion)",
-                nothing,
-                |p| {
+                ..row("StatefulSet pod on a fenced node", Ok(()))
+            },
+            Row {
+                pod: |p| {
                     p.owner = Some(OwnerRef {
                         kind: "StatefulSet".into(),
                         name: "db".into(),
@@ -1056,70 +417,51 @@ mod tests {
                     p.has_rwo_volume = true;
                     p.node_name = Some("n-gone".into());
                 },
-                as_is,
-                Ok(()),
-            ),
-            (
-                "deleted node but deletion is not trusted as fencing",
-                |s| s.dead_node.fencing.node_deleted = false,
-                |p| {
+                ..row("RWO StatefulSet pod on a deleted node (fenced by deletion)", Ok(()))
+            },
+            Row {
+                spec: |s| s.dead_node.fencing.node_deleted = false,
+                pod: |p| {
                     p.has_rwo_volume = true;
                     p.node_name = Some("n-gone".into());
                 },
-                as_is,
-                Err(NeedsFencing { because: FencingRequirement::ReadWriteOnce }),
-            ),
-            (
-                "StatefulSet pod, fencing explicitly not required",
-                |s| s.dead_node.require_fencing_for = vec![FencingRequirement::None],
-                |p| owned_by(p, "StatefulSet"),
-                as_is,
-                Ok(()),
-            ),
-            (
-                "StatefulSet pod, only RWO needs fencing",
-                |s| s.dead_node.require_fencing_for = vec![FencingRequirement::ReadWriteOnce],
-                |p| owned_by(p, "StatefulSet"),
-                as_is,
-                Ok(()),
-            ),
-            (
-                "within delay",
-                nothing,
-                |p| p.deletion_timestamp = Some(t(9, 45)),
-                as_is,
-                Err(WithinDelay { until: t(10, 15) }),
-            ),
-            (
-                "longer delay",
-                |s| s.stuck_terminating.delay_after_grace = "3m".into(),
-                same,
-                as_is,
-                Err(WithinDelay { until: t(11, 0) }),
-            ),
-            ("paused", |s| s.paused = true, same, as_is, Err(Paused)),
-            (
-                "circuit open",
-                |s| s.safety.max_unhealthy_nodes = IntOrString::Int(2),
-                same,
-                as_is,
-                Err(CircuitOpen { unhealthy: 3, limit: 2 }),
-            ),
-            (
-                "rate limited",
-                nothing,
-                same,
-                |o| {
+                ..row(
+                    "deleted node but deletion is not trusted as fencing",
+                    Err(NeedsFencing { because: FencingRequirement::ReadWriteOnce }),
+                )
+            },
+            Row {
+                spec: |s| s.dead_node.require_fencing_for = vec![FencingRequirement::None],
+                pod: |p| owned_by(p, "StatefulSet"),
+                ..row("StatefulSet pod, fencing explicitly not required", Ok(()))
+            },
+            Row {
+                spec: |s| s.dead_node.require_fencing_for = vec![FencingRequirement::ReadWriteOnce],
+                pod: |p| owned_by(p, "StatefulSet"),
+                ..row("StatefulSet pod, only RWO needs fencing", Ok(()))
+            },
+            Row {
+                pod: |p| p.deletion_timestamp = Some(t(9, 45)),
+                ..row("within delay", Err(WithinDelay { until: t(10, 15) }))
+            },
+            Row {
+                spec: |s| s.stuck_terminating.delay_after_grace = "3m".into(),
+                ..row("longer delay", Err(WithinDelay { until: t(11, 0) }))
+            },
+            Row { spec: |s| s.paused = true, ..row("paused", Err(Paused)) },
+            Row {
+                spec: |s| s.safety.max_unhealthy_nodes = IntOrString::Int(2),
+                ..row("circuit open", Err(CircuitOpen { unhealthy: 3, limit: 2 }))
+            },
+            Row {
+                observed: |o| {
                     o.recent_actions =
                         (0..10).map(|i| PastAction { at: t(9, 20 + i), owner: None }).collect();
                 },
-                Err(RateLimited { until: t(10, 20) }),
-            ),
-            (
-                "owner budget",
-                nothing,
-                same,
-                |o| {
+                ..row("rate limited", Err(RateLimited { until: t(10, 20) }))
+            },
+            Row {
+                observed: |o| {
                     let owner = Some(OwnerKey {
                         namespace: "default".into(),
                         kind: "ReplicaSet".into(),
@@ -1129,22 +471,22 @@ mod tests {
                         .map(|i| PastAction { at: t(9, 30 + i), owner: owner.clone() })
                         .collect();
                 },
-                Err(OwnerBudget { owner: rs_owner("web-1"), until: t(10, 30) }),
-            ),
-            (
-                "another owner's budget does not matter",
-                nothing,
-                same,
-                |o| {
+                ..row(
+                    "owner budget",
+                    Err(OwnerBudget { owner: rs_owner("web-1"), until: t(10, 30) }),
+                )
+            },
+            Row {
+                observed: |o| {
                     let owner = Some(rs_owner("other"));
                     o.recent_actions = (0..5)
                         .map(|i| PastAction { at: t(9, 30 + i), owner: owner.clone() })
                         .collect();
                 },
-                Ok(()),
-            ),
+                ..row("another owner's budget does not matter", Ok(()))
+            },
         ];
-        for (case, spec_fn, pod_fn, obs_fn, want) in table {
+        for Row { case, spec: spec_fn, pod: pod_fn, observed: obs_fn, want } in table {
             let p = policy(spec_fn);
             let mut oos = node("n-oos", "dead");
             oos.observation.taints = vec!["node.kubernetes.io/out-of-service:NoExecute".into()];
@@ -1239,27 +581,103 @@ mod tests {
 
     #[test]
     fn circuit_breaker_boundaries() {
-        // (case, nodes in scope, dead among them, dead out of scope, maxUnhealthyNodes, open, limit)
+        struct Row {
+            case: &'static str,
+            /// Nodes in scope.
+            in_scope: usize,
+            /// Dead nodes among them.
+            dead: usize,
+            /// Dead nodes out of scope.
+            dead_outside: usize,
+            /// `maxUnhealthyNodes`.
+            max: IntOrString,
+            want_open: bool,
+            want_limit: u32,
+        }
         let table = [
-            ("percent: at the limit acts", 10, 3, 0, IntOrString::String("30%".into()), false, 3),
-            ("percent: one over does not", 10, 4, 0, IntOrString::String("30%".into()), true, 3),
-            ("percent rounds down", 13, 4, 0, IntOrString::String("30%".into()), true, 3),
-            ("small cluster: 30% of 3 is 0", 3, 1, 0, IntOrString::String("30%".into()), true, 0),
-            ("count: at the limit acts", 5, 2, 0, IntOrString::Int(2), false, 2),
-            ("count: one over does not", 5, 3, 0, IntOrString::Int(2), true, 2),
-            ("zero tolerates nothing", 5, 1, 0, IntOrString::Int(0), true, 0),
-            ("100% never opens", 4, 4, 0, IntOrString::String("100%".into()), false, 4),
-            (
-                "out-of-scope nodes do not count",
-                10,
-                3,
-                5,
-                IntOrString::String("30%".into()),
-                false,
-                3,
-            ),
+            Row {
+                case: "percent: at the limit acts",
+                in_scope: 10,
+                dead: 3,
+                dead_outside: 0,
+                max: IntOrString::String("30%".into()),
+                want_open: false,
+                want_limit: 3,
+            },
+            Row {
+                case: "percent: one over does not",
+                in_scope: 10,
+                dead: 4,
+                dead_outside: 0,
+                max: IntOrString::String("30%".into()),
+                want_open: true,
+                want_limit: 3,
+            },
+            Row {
+                case: "percent rounds down",
+                in_scope: 13,
+                dead: 4,
+                dead_outside: 0,
+                max: IntOrString::String("30%".into()),
+                want_open: true,
+                want_limit: 3,
+            },
+            Row {
+                case: "small cluster: 30% of 3 is 0",
+                in_scope: 3,
+                dead: 1,
+                dead_outside: 0,
+                max: IntOrString::String("30%".into()),
+                want_open: true,
+                want_limit: 0,
+            },
+            Row {
+                case: "count: at the limit acts",
+                in_scope: 5,
+                dead: 2,
+                dead_outside: 0,
+                max: IntOrString::Int(2),
+                want_open: false,
+                want_limit: 2,
+            },
+            Row {
+                case: "count: one over does not",
+                in_scope: 5,
+                dead: 3,
+                dead_outside: 0,
+                max: IntOrString::Int(2),
+                want_open: true,
+                want_limit: 2,
+            },
+            Row {
+                case: "zero tolerates nothing",
+                in_scope: 5,
+                dead: 1,
+                dead_outside: 0,
+                max: IntOrString::Int(0),
+                want_open: true,
+                want_limit: 0,
+            },
+            Row {
+                case: "100% never opens",
+                in_scope: 4,
+                dead: 4,
+                dead_outside: 0,
+                max: IntOrString::String("100%".into()),
+                want_open: false,
+                want_limit: 4,
+            },
+            Row {
+                case: "out-of-scope nodes do not count",
+                in_scope: 10,
+                dead: 3,
+                dead_outside: 5,
+                max: IntOrString::String("30%".into()),
+                want_open: false,
+                want_limit: 3,
+            },
         ];
-        for (case, in_scope, dead, dead_outside, max, want_open, want_limit) in table {
+        for Row { case, in_scope, dead, dead_outside, max, want_open, want_limit } in table {
             let mut nodes: Vec<NodeView> = (0..in_scope)
                 .map(|i| node(&format!("n{i:02}"), if i < dead { "dead" } else { "ready" }))
                 .collect();
@@ -1428,29 +846,69 @@ mod tests {
     #[test]
     fn next_deadline_is_the_exact_threshold() {
         let p = policy(|_| {});
-        // (case, node health, deletionTimestamp, synced at, next deadline)
+        struct Row {
+            case: &'static str,
+            /// The node's health (see `node`).
+            health: &'static str,
+            /// The pod's deletionTimestamp.
+            deleted: Timestamp,
+            /// When the watches synced, if not long ago.
+            synced: Option<Timestamp>,
+            /// The next deadline.
+            want: Option<Timestamp>,
+        }
         let table = [
-            ("dead node, delay pending: the delay", "dead", t(9, 45), None, Some(t(10, 15))),
-            ("dying node, delay passed: node death", "dying", t(8, 0), None, Some(t(11, 0))),
-            ("dying node, later grace end comes first", "dying", t(10, 50), None, Some(t(10, 50))),
-            ("ready node, stuck: nothing by time", "ready", t(8, 0), None, None),
-            (
-                "ready node, in grace: the grace end (stuck count)",
-                "ready",
-                t(10, 5),
-                None,
-                Some(t(10, 5)),
-            ),
-            ("dead and due: acted now, nothing left", "dead", t(8, 0), None, None),
-            (
-                "resynced at 00:09:58: node dies 5m after the sync",
-                "dead",
-                t(8, 0),
-                Some(t(9, 58)),
-                Some(t(14, 58)),
-            ),
+            Row {
+                case: "dead node, delay pending: the delay",
+                health: "dead",
+                deleted: t(9, 45),
+                synced: None,
+                want: Some(t(10, 15)),
+            },
+            Row {
+                case: "dying node, delay passed: node death",
+                health: "dying",
+                deleted: t(8, 0),
+                synced: None,
+                want: Some(t(11, 0)),
+            },
+            Row {
+                case: "dying node, later grace end comes first",
+                health: "dying",
+                deleted: t(10, 50),
+                synced: None,
+                want: Some(t(10, 50)),
+            },
+            Row {
+                case: "ready node, stuck: nothing by time",
+                health: "ready",
+                deleted: t(8, 0),
+                synced: None,
+                want: None,
+            },
+            Row {
+                case: "ready node, in grace: the grace end (stuck count)",
+                health: "ready",
+                deleted: t(10, 5),
+                synced: None,
+                want: Some(t(10, 5)),
+            },
+            Row {
+                case: "dead and due: acted now, nothing left",
+                health: "dead",
+                deleted: t(8, 0),
+                synced: None,
+                want: None,
+            },
+            Row {
+                case: "resynced at 00:09:58: node dies 5m after the sync",
+                health: "dead",
+                deleted: t(8, 0),
+                synced: Some(t(9, 58)),
+                want: Some(t(14, 58)),
+            },
         ];
-        for (case, health, deleted, synced, want) in table {
+        for Row { case, health, deleted, synced, want } in table {
             let mut the_pod = pod("p", "n");
             the_pod.deletion_timestamp = Some(deleted);
             let mut obs = observed(vec![node("n", health)], vec![the_pod]);
@@ -1571,37 +1029,6 @@ mod tests {
     }
 
     #[test]
-    fn not_eligible_codes_are_distinct() {
-        let owner = rs_owner("x");
-        let all = [
-            NotEligible::CachesNotSynced,
-            NotEligible::RuleDisabled,
-            NotEligible::PodExcluded,
-            NotEligible::NodeExcluded,
-            NotEligible::MirrorPod,
-            NotEligible::DaemonSetPod,
-            NotEligible::OwnerKindNotSelected { kind: "X".into() },
-            NotEligible::NamespaceNotSelected,
-            NotEligible::PodNotSelected,
-            NotEligible::AlreadyActed,
-            NotEligible::NodeNotDead { until: None, why: "Ready".into() },
-            NotEligible::NeedsFencing { because: FencingRequirement::All },
-            NotEligible::WithinDelay { until: now() },
-            NotEligible::Paused,
-            NotEligible::CircuitOpen { unhealthy: 1, limit: 0 },
-            NotEligible::RateLimited { until: now() },
-            NotEligible::OwnerBudget { owner, until: now() },
-        ];
-        let codes: BTreeSet<&str> = all.iter().map(|r| r.code()).collect();
-        assert_eq!(codes.len(), all.len());
-        assert_eq!(
-            NotEligible::NodeNotDead { until: Some(t(11, 0)), why: "Ready=Unknown".into() }
-                .to_string(),
-            "node not dead before 2026-01-01T00:11:00Z: Ready=Unknown"
-        );
-    }
-
-    #[test]
     fn recreate_rollouts_rule_applies_to_blocking_pods_only() {
         use crate::core::rollouts::{WorkloadKind, WorkloadRef};
         let blocking = |p: &mut PodView| {
@@ -1612,38 +1039,55 @@ mod tests {
                 uid: "d".into(),
             });
         };
-        // deletionTimestamp 00:08:00; now is NOW. (case, stuckTerminating, recreate delay,
-        // blocks a rollout, expected verdict)
+        // deletionTimestamp 00:08:00; now is NOW.
         let off = |s: &mut RemediationPolicySpec| s.stuck_terminating.enabled = false;
-        let table: Vec<(&str, SpecFn, bool, Result<(), NotEligible>)> = vec![
-            ("blocking pod, only recreateRollouts", off, true, Ok(())),
-            ("non-blocking pod, only recreateRollouts", off, false, Err(NotEligible::RuleDisabled)),
-            (
-                "both rules disabled",
-                |s| {
+        struct Row {
+            case: &'static str,
+            /// What the policy says of stuckTerminating and recreateRollouts.
+            spec: SpecFn,
+            /// Whether the pod blocks a rollout.
+            blocks: bool,
+            want: Result<(), NotEligible>,
+        }
+        let table = [
+            Row {
+                case: "blocking pod, only recreateRollouts",
+                spec: off,
+                blocks: true,
+                want: Ok(()),
+            },
+            Row {
+                case: "non-blocking pod, only recreateRollouts",
+                spec: off,
+                blocks: false,
+                want: Err(NotEligible::RuleDisabled),
+            },
+            Row {
+                case: "both rules disabled",
+                spec: |s| {
                     s.stuck_terminating.enabled = false;
                     s.recreate_rollouts.enabled = false;
                 },
-                true,
-                Err(NotEligible::RuleDisabled),
-            ),
-            (
-                "the shorter delay wins for a blocking pod",
-                |s| {
+                blocks: true,
+                want: Err(NotEligible::RuleDisabled),
+            },
+            Row {
+                case: "the shorter delay wins for a blocking pod",
+                spec: |s| {
                     s.stuck_terminating.delay_after_grace = "1h".into();
                     s.recreate_rollouts.delay_after_grace = "0s".into();
                 },
-                true,
-                Ok(()),
-            ),
-            (
-                "a non-blocking pod keeps stuckTerminating's delay",
-                |s| s.stuck_terminating.delay_after_grace = "1h".into(),
-                false,
-                Err(NotEligible::WithinDelay { until: t(68, 0) }),
-            ),
+                blocks: true,
+                want: Ok(()),
+            },
+            Row {
+                case: "a non-blocking pod keeps stuckTerminating's delay",
+                spec: |s| s.stuck_terminating.delay_after_grace = "1h".into(),
+                blocks: false,
+                want: Err(NotEligible::WithinDelay { until: t(68, 0) }),
+            },
         ];
-        for (case, spec, blocks, want) in table {
+        for Row { case, spec, blocks, want } in table {
             let mut p = pod("web-1-abc", "n-dead");
             if blocks {
                 blocking(&mut p);
@@ -1659,166 +1103,6 @@ mod tests {
                     "{case}"
                 );
             }
-        }
-    }
-
-    #[test]
-    fn recheck_table() {
-        let renewed = Some(t(0, 0));
-        let fd = ForceDelete {
-            namespace: "ns".into(),
-            name: "web-0".into(),
-            uid: "u1".into(),
-            node: "n1".into(),
-            owner: None,
-            reason: String::new(),
-            threshold: now(),
-            blocks_rollout: None,
-            lease_renewed: renewed,
-            fencing_required: None,
-        };
-        let fenced =
-            ForceDelete { fencing_required: Some(FencingRequirement::StatefulSet), ..fd.clone() };
-        let pod = FreshPod { uid: Some("u1"), terminating: true, node: "n1", excluded: false };
-        let dead = FreshNode { observation: node("n1", "dead").observation, excluded: false };
-        let enforce = FreshPolicy { mode: Mode::Enforce, paused: false, generation: Some(3) };
-        let good = LastLook {
-            pod: Some(pod),
-            node: Some(dead.clone()),
-            lease_renewed: renewed,
-            policy: Some(enforce),
-        };
-        let oos = {
-            let mut n = dead.clone();
-            n.observation.taints = vec!["node.kubernetes.io/out-of-service:NoExecute".into()];
-            n
-        };
-        struct Row {
-            case: &'static str,
-            action: ForceDelete,
-            look: LastLook<'static>,
-            want: Result<(), &'static str>,
-        }
-        let row = |case, look, want| Row { case, action: fd.clone(), look, want };
-        let table = vec![
-            row("still applies", good.clone(), Ok(())),
-            row("gone", LastLook { pod: None, ..good.clone() }, Err("pod already gone")),
-            row(
-                "replaced by a pod with the same name",
-                LastLook { pod: Some(FreshPod { uid: Some("u2"), ..pod }), ..good.clone() },
-                Err("a new pod with the same name replaced it; left alone"),
-            ),
-            row(
-                "no longer Terminating",
-                LastLook { pod: Some(FreshPod { terminating: false, ..pod }), ..good.clone() },
-                Err("pod is no longer Terminating"),
-            ),
-            row(
-                "moved",
-                LastLook { pod: Some(FreshPod { node: "n2", ..pod }), ..good.clone() },
-                Err("pod moved to node \"n2\""),
-            ),
-            row(
-                "pod excluded since the plan",
-                LastLook { pod: Some(FreshPod { excluded: true, ..pod }), ..good.clone() },
-                Err("pod annotated remediator.io/exclude=true; left alone"),
-            ),
-            row(
-                "policy switched to DryRun",
-                LastLook {
-                    policy: Some(FreshPolicy {
-                        mode: Mode::DryRun,
-                        generation: Some(4),
-                        ..enforce
-                    }),
-                    ..good.clone()
-                },
-                Err("the policy is in DryRun now; nothing deleted"),
-            ),
-            row(
-                "policy paused",
-                LastLook {
-                    policy: Some(FreshPolicy { paused: true, generation: Some(4), ..enforce }),
-                    ..good.clone()
-                },
-                Err("the policy is paused now; nothing deleted"),
-            ),
-            row(
-                "policy changed otherwise",
-                LastLook {
-                    policy: Some(FreshPolicy { generation: Some(4), ..enforce }),
-                    ..good.clone()
-                },
-                Err("the policy changed since the plan; its next evaluation decides"),
-            ),
-            row(
-                "policy deleted",
-                LastLook { policy: None, ..good.clone() },
-                Err("the policy was deleted"),
-            ),
-            row(
-                "Lease renewed since the plan",
-                LastLook { lease_renewed: Some(t(0, 1)), ..good.clone() },
-                Err(
-                    "the node's Lease was renewed since the plan (renewTime 2026-01-01T00:00:00Z -> \
-                     2026-01-01T00:00:01Z): its kubelet is alive; left alone",
-                ),
-            ),
-            row(
-                "Lease appeared since the plan",
-                LastLook { lease_renewed: None, ..good.clone() },
-                Err(
-                    "the node's Lease was renewed since the plan (renewTime 2026-01-01T00:00:00Z -> \
-                     none): its kubelet is alive; left alone",
-                ),
-            ),
-            row(
-                "node Ready again",
-                LastLook {
-                    node: Some(FreshNode {
-                        observation: node("n1", "ready").observation,
-                        excluded: false,
-                    }),
-                    ..good.clone()
-                },
-                Err("node is Ready again; left alone"),
-            ),
-            row(
-                "node excluded since the plan",
-                LastLook {
-                    node: Some(FreshNode { excluded: true, ..dead.clone() }),
-                    ..good.clone()
-                },
-                Err("node annotated remediator.io/exclude=true; left alone"),
-            ),
-            row("node deleted: still dead", LastLook { node: None, ..good.clone() }, Ok(())),
-            Row {
-                case: "fencing still there",
-                action: fenced.clone(),
-                look: LastLook { node: Some(oos.clone()), ..good.clone() },
-                want: Ok(()),
-            },
-            Row {
-                case: "fencing gone since the plan",
-                action: fenced.clone(),
-                look: good.clone(),
-                want: Err("fencing evidence (StatefulSet) no longer on the node; left alone"),
-            },
-            Row {
-                case: "node deleted counts as fencing",
-                action: fenced.clone(),
-                look: LastLook { node: None, ..good.clone() },
-                want: Ok(()),
-            },
-        ];
-        let fencing = crate::crd::FencingSpec::default();
-        for r in table {
-            assert_eq!(
-                r.action.recheck(&r.look, Some(3), &fencing),
-                r.want.map_err(String::from),
-                "{}",
-                r.case
-            );
         }
     }
 }

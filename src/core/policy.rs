@@ -148,54 +148,10 @@ pub fn validate(spec: &RemediationPolicySpec) -> Result<ValidatedPolicy, Invalid
         problems.push("ownerKinds: empty, the policy would select no pod".into());
     }
 
-    let require = &spec.dead_node.require_fencing_for;
-    let has = |r| require.contains(&r);
-    if require.is_empty() {
-        problems.push(
-            "deadNode.requireFencingFor: empty; write [None] to release pods without fencing"
-                .into(),
-        );
-    }
-    if has(FencingRequirement::None) && require.iter().any(|r| *r != FencingRequirement::None) {
-        problems
-            .push("deadNode.requireFencingFor: None cannot be combined with other entries".into());
-    }
-    if has(FencingRequirement::All) && require.iter().any(|r| *r != FencingRequirement::All) {
-        problems
-            .push("deadNode.requireFencingFor: All already covers every pod, list it alone".into());
-    }
     let fencing = spec.dead_node.fencing.clone();
-    let fencing_needs = FencingNeeds {
-        stateful_set: has(FencingRequirement::StatefulSet),
-        read_write_once: has(FencingRequirement::ReadWriteOnce),
-        all: has(FencingRequirement::All),
-    };
-    let needs_any =
-        fencing_needs.stateful_set || fencing_needs.read_write_once || fencing_needs.all;
-    if needs_any
-        && !(fencing.out_of_service_taint || fencing.shutdown_taint || fencing.node_deleted)
-    {
-        problems.push(
-            "deadNode.requireFencingFor needs at least one kind of fencing evidence enabled in deadNode.fencing".into(),
-        );
-    }
-
-    let max_unhealthy = MaxUnhealthy::parse(&spec.safety.max_unhealthy_nodes)
-        .map_err(|e| problems.push(format!("safety.maxUnhealthyNodes: {e}")))
-        .ok();
-    let mut at_least_one = |field: &str, n: i32| match u32::try_from(n) {
-        Ok(n) if n >= 1 => n,
-        _ => {
-            problems.push(format!("{field}: {n} must be at least 1"));
-            1
-        }
-    };
-    let actions_per_minute = at_least_one(
-        "safety.rateLimit.actionsPerMinute",
-        spec.safety.rate_limit.actions_per_minute,
-    );
-    let max_pods_per_owner_per_minute =
-        at_least_one("safety.maxPodsPerOwnerPerMinute", spec.safety.max_pods_per_owner_per_minute);
+    let fencing_needs = fencing_needs(spec, &mut problems);
+    let (max_unhealthy, actions_per_minute, max_pods_per_owner_per_minute) =
+        safety_limits(spec, &mut problems);
 
     match (not_ready_for, lease_stale_for, delay, max_unhealthy) {
         (Some(not_ready_for), Some(lease_stale_for), Some(delay), Some(max_unhealthy))
@@ -221,6 +177,67 @@ pub fn validate(spec: &RemediationPolicySpec) -> Result<ValidatedPolicy, Invalid
         }
         _ => Err(InvalidPolicy { reason: problems.join("; ") }),
     }
+}
+
+/// `deadNode.requireFencingFor` checked against itself and `deadNode.fencing`.
+fn fencing_needs(spec: &RemediationPolicySpec, problems: &mut Vec<String>) -> FencingNeeds {
+    let require = &spec.dead_node.require_fencing_for;
+    let has = |r| require.contains(&r);
+    if require.is_empty() {
+        problems.push(
+            "deadNode.requireFencingFor: empty; write [None] to release pods without fencing"
+                .into(),
+        );
+    }
+    if has(FencingRequirement::None) && require.iter().any(|r| *r != FencingRequirement::None) {
+        problems
+            .push("deadNode.requireFencingFor: None cannot be combined with other entries".into());
+    }
+    if has(FencingRequirement::All) && require.iter().any(|r| *r != FencingRequirement::All) {
+        problems
+            .push("deadNode.requireFencingFor: All already covers every pod, list it alone".into());
+    }
+    let fencing = &spec.dead_node.fencing;
+    let fencing_needs = FencingNeeds {
+        stateful_set: has(FencingRequirement::StatefulSet),
+        read_write_once: has(FencingRequirement::ReadWriteOnce),
+        all: has(FencingRequirement::All),
+    };
+    let needs_any =
+        fencing_needs.stateful_set || fencing_needs.read_write_once || fencing_needs.all;
+    if needs_any
+        && !(fencing.out_of_service_taint || fencing.shutdown_taint || fencing.node_deleted)
+    {
+        problems.push(
+            "deadNode.requireFencingFor needs at least one kind of fencing evidence enabled in deadNode.fencing".into(),
+        );
+    }
+    fencing_needs
+}
+
+/// `safety`: the storm-guard limit (`None` when it does not parse), `actionsPerMinute` and
+/// `maxPodsPerOwnerPerMinute` (1 when below 1, with a problem).
+fn safety_limits(
+    spec: &RemediationPolicySpec,
+    problems: &mut Vec<String>,
+) -> (Option<MaxUnhealthy>, u32, u32) {
+    let max_unhealthy = MaxUnhealthy::parse(&spec.safety.max_unhealthy_nodes)
+        .map_err(|e| problems.push(format!("safety.maxUnhealthyNodes: {e}")))
+        .ok();
+    let mut at_least_one = |field: &str, n: i32| match u32::try_from(n) {
+        Ok(n) if n >= 1 => n,
+        _ => {
+            problems.push(format!("{field}: {n} must be at least 1"));
+            1
+        }
+    };
+    let actions_per_minute = at_least_one(
+        "safety.rateLimit.actionsPerMinute",
+        spec.safety.rate_limit.actions_per_minute,
+    );
+    let max_pods_per_owner_per_minute =
+        at_least_one("safety.maxPodsPerOwnerPerMinute", spec.safety.max_pods_per_owner_per_minute);
+    (max_unhealthy, actions_per_minute, max_pods_per_owner_per_minute)
 }
 
 #[cfg(test)]

@@ -10,61 +10,8 @@ use std::fmt;
 
 use jiff::Timestamp;
 
-use super::plan::PodView;
-
-/// A workload as the blocked-rollout analysis needs it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct WorkloadView {
-    pub kind: WorkloadKind,
-    pub namespace: String,
-    pub name: String,
-    pub uid: String,
-    /// Deployment `strategy.type: Recreate` (always false for StatefulSets).
-    pub recreate: bool,
-    /// `spec.replicas`.
-    pub replicas: i32,
-    /// Deployment `status.updatedReplicas`: pods of the current template.
-    pub updated_replicas: i32,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum WorkloadKind {
-    Deployment,
-    StatefulSet,
-}
-
-impl WorkloadKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            WorkloadKind::Deployment => "Deployment",
-            WorkloadKind::StatefulSet => "StatefulSet",
-        }
-    }
-}
-
-/// A ReplicaSet: which Deployment controls it, and how many replicas it wants.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ReplicaSetView {
-    pub uid: String,
-    /// UID of the controlling Deployment.
-    pub deployment_uid: Option<String>,
-    pub replicas: i32,
-}
-
-/// A reference to a blocked workload.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct WorkloadRef {
-    pub kind: WorkloadKind,
-    pub namespace: String,
-    pub name: String,
-    pub uid: String,
-}
-
-impl fmt::Display for WorkloadRef {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}/{}", self.kind.as_str(), self.namespace, self.name)
-    }
-}
+use super::observed::PodView;
+pub use super::observed::{ReplicaSetView, WorkloadKind, WorkloadRef, WorkloadView};
 
 /// Why a blocking pod is still there.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -145,26 +92,7 @@ pub fn blocked_rollouts(
     node_ready: impl Fn(&str) -> Option<bool>,
     now: Timestamp,
 ) -> RolloutAnalysis {
-    let mut by_workload: HashMap<&str, Vec<&PodView>> = HashMap::new();
-    for pod in pods {
-        // A pod never scheduled is deleted at once by the API server: it blocks nothing.
-        if pod.node_name.as_deref().is_none_or(str::is_empty) {
-            continue;
-        }
-        let Some(owner) = &pod.owner else { continue };
-        let workload_uid = match owner.kind.as_str() {
-            "StatefulSet" => Some(owner.uid.as_str()),
-            "ReplicaSet" => replica_sets
-                .get(&owner.uid)
-                .filter(|rs| rs.replicas == 0)
-                .and_then(|rs| rs.deployment_uid.as_deref()),
-            _ => None,
-        };
-        if let Some(uid) = workload_uid {
-            by_workload.entry(uid).or_default().push(pod);
-        }
-    }
-
+    let by_workload = old_pods_by_workload(replica_sets, pods);
     let mut analysis = RolloutAnalysis::default();
     for w in workloads {
         let Some(old_pods) = by_workload.get(w.uid.as_str()) else { continue };
@@ -219,6 +147,34 @@ pub fn blocked_rollouts(
     }
     analysis.blocked.sort_by(|a, b| a.workload.cmp(&b.workload));
     analysis
+}
+
+/// The scheduled Terminating pods by the UID of the workload whose rollout they may hold: a
+/// StatefulSet's own pods, and a Deployment's pods of scaled-down (replicas 0) ReplicaSets.
+fn old_pods_by_workload<'a>(
+    replica_sets: &'a HashMap<String, ReplicaSetView>,
+    pods: &'a [PodView],
+) -> HashMap<&'a str, Vec<&'a PodView>> {
+    let mut by_workload: HashMap<&str, Vec<&PodView>> = HashMap::new();
+    for pod in pods {
+        // A pod never scheduled is deleted at once by the API server: it blocks nothing.
+        if pod.node_name.as_deref().is_none_or(str::is_empty) {
+            continue;
+        }
+        let Some(owner) = &pod.owner else { continue };
+        let workload_uid = match owner.kind.as_str() {
+            "StatefulSet" => Some(owner.uid.as_str()),
+            "ReplicaSet" => replica_sets
+                .get(&owner.uid)
+                .filter(|rs| rs.replicas == 0)
+                .and_then(|rs| rs.deployment_uid.as_deref()),
+            _ => None,
+        };
+        if let Some(uid) = workload_uid {
+            by_workload.entry(uid).or_default().push(pod);
+        }
+    }
+    by_workload
 }
 
 #[cfg(test)]
@@ -301,91 +257,98 @@ mod tests {
     #[test]
     fn blocked_rollouts_table() {
         let now = t(100);
-        // (case, workload, pods, expected blocked causes (empty = not blocked), next change)
-        type Row = (&'static str, WorkloadView, Vec<PodView>, Vec<BlockCause>, Option<Timestamp>);
-        let table: Vec<Row> = vec![
-            (
-                "Recreate, old pod past grace on a dead node",
-                deployment(true, 1, 0),
-                vec![pod("a", "ReplicaSet", "old", "dead", 50)],
-                vec![BlockCause::NodeUnhealthy],
-                None,
-            ),
-            (
-                "Recreate, old pod still in grace: not blocked yet, changes at its deadline",
-                deployment(true, 1, 0),
-                vec![pod("a", "ReplicaSet", "old", "dead", 150)],
-                vec![],
-                Some(t(150)),
-            ),
-            (
-                "Recreate, one past grace on a live node, one in grace",
-                deployment(true, 2, 0),
-                vec![
+        struct Row {
+            case: &'static str,
+            workload: WorkloadView,
+            pods: Vec<PodView>,
+            /// The causes of its blocking pods (empty: not blocked).
+            causes: Vec<BlockCause>,
+            /// When the analysis changes by time alone.
+            next: Option<Timestamp>,
+        }
+        let table = [
+            Row {
+                case: "Recreate, old pod past grace on a dead node",
+                workload: deployment(true, 1, 0),
+                pods: vec![pod("a", "ReplicaSet", "old", "dead", 50)],
+                causes: vec![BlockCause::NodeUnhealthy],
+                next: None,
+            },
+            Row {
+                case: "Recreate, old pod still in grace: not blocked yet, changes at its deadline",
+                workload: deployment(true, 1, 0),
+                pods: vec![pod("a", "ReplicaSet", "old", "dead", 150)],
+                causes: vec![],
+                next: Some(t(150)),
+            },
+            Row {
+                case: "Recreate, one past grace on a live node, one in grace",
+                workload: deployment(true, 2, 0),
+                pods: vec![
                     pod("a", "ReplicaSet", "old", "live", 50),
                     pod("b", "ReplicaSet", "old", "dead", 120),
                 ],
-                vec![BlockCause::LiveNodeStuck, BlockCause::InGrace],
-                Some(t(120)),
-            ),
-            (
-                "Recreate, node deleted",
-                deployment(true, 1, 0),
-                vec![pod("a", "ReplicaSet", "old", "gone", 50)],
-                vec![BlockCause::NodeUnhealthy],
-                None,
-            ),
-            (
-                "RollingUpdate is never blocked this way",
-                deployment(false, 1, 0),
-                vec![pod("a", "ReplicaSet", "old", "dead", 50)],
-                vec![],
-                None,
-            ),
-            (
-                "rollout complete (updated == replicas)",
-                deployment(true, 1, 1),
-                vec![pod("a", "ReplicaSet", "old", "dead", 50)],
-                vec![],
-                None,
-            ),
-            (
-                "scaled to zero",
-                deployment(true, 0, 0),
-                vec![pod("a", "ReplicaSet", "old", "dead", 50)],
-                vec![],
-                None,
-            ),
-            (
-                "a Terminating pod of the current ReplicaSet does not block Recreate",
-                deployment(true, 1, 0),
-                vec![pod("a", "ReplicaSet", "new", "dead", 50)],
-                vec![],
-                None,
-            ),
-            (
-                "a pod never scheduled blocks nothing",
-                deployment(true, 1, 0),
-                vec![pod("a", "ReplicaSet", "old", "", 50)],
-                vec![],
-                None,
-            ),
-            (
-                "StatefulSet pod past grace",
-                sts(),
-                vec![pod("web-0", "StatefulSet", "s1", "dead", 50)],
-                vec![BlockCause::NodeUnhealthy],
-                None,
-            ),
-            (
-                "pod of another StatefulSet",
-                sts(),
-                vec![pod("other-0", "StatefulSet", "s2", "dead", 50)],
-                vec![],
-                None,
-            ),
+                causes: vec![BlockCause::LiveNodeStuck, BlockCause::InGrace],
+                next: Some(t(120)),
+            },
+            Row {
+                case: "Recreate, node deleted",
+                workload: deployment(true, 1, 0),
+                pods: vec![pod("a", "ReplicaSet", "old", "gone", 50)],
+                causes: vec![BlockCause::NodeUnhealthy],
+                next: None,
+            },
+            Row {
+                case: "RollingUpdate is never blocked this way",
+                workload: deployment(false, 1, 0),
+                pods: vec![pod("a", "ReplicaSet", "old", "dead", 50)],
+                causes: vec![],
+                next: None,
+            },
+            Row {
+                case: "rollout complete (updated == replicas)",
+                workload: deployment(true, 1, 1),
+                pods: vec![pod("a", "ReplicaSet", "old", "dead", 50)],
+                causes: vec![],
+                next: None,
+            },
+            Row {
+                case: "scaled to zero",
+                workload: deployment(true, 0, 0),
+                pods: vec![pod("a", "ReplicaSet", "old", "dead", 50)],
+                causes: vec![],
+                next: None,
+            },
+            Row {
+                case: "a Terminating pod of the current ReplicaSet does not block Recreate",
+                workload: deployment(true, 1, 0),
+                pods: vec![pod("a", "ReplicaSet", "new", "dead", 50)],
+                causes: vec![],
+                next: None,
+            },
+            Row {
+                case: "a pod never scheduled blocks nothing",
+                workload: deployment(true, 1, 0),
+                pods: vec![pod("a", "ReplicaSet", "old", "", 50)],
+                causes: vec![],
+                next: None,
+            },
+            Row {
+                case: "StatefulSet pod past grace",
+                workload: sts(),
+                pods: vec![pod("web-0", "StatefulSet", "s1", "dead", 50)],
+                causes: vec![BlockCause::NodeUnhealthy],
+                next: None,
+            },
+            Row {
+                case: "pod of another StatefulSet",
+                workload: sts(),
+                pods: vec![pod("other-0", "StatefulSet", "s2", "dead", 50)],
+                causes: vec![],
+                next: None,
+            },
         ];
-        for (case, workload, pods, causes, next) in table {
+        for Row { case, workload, pods, causes, next } in table {
             let got = blocked_rollouts(&[workload], &replica_sets(), &pods, ready, now);
             let got_causes: Vec<BlockCause> =
                 got.blocked.iter().flat_map(|b| b.pods.iter().map(|p| p.cause)).collect();

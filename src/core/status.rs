@@ -8,9 +8,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::evidence::Suspension;
-use super::plan::{Observed, Plan};
+use super::observed::{Observed, WorkloadRef};
+use super::plan::Plan;
 use super::policy::{InvalidPolicy, ValidatedPolicy};
-use super::rollouts::WorkloadRef;
 use crate::crd::{BlockedRolloutStatus, MAX_RECENT_ACTIONS, RecentAction, RemediationPolicyStatus};
 
 /// Condition type: the policy is valid and evaluated against synced caches.
@@ -94,37 +94,8 @@ pub fn desired_status(
             ];
         }
         Evaluation::Planned { policy, plan } => {
-            let ready = match &plan.suspended {
-                _ if plan.synced => {
-                    let mut message =
-                        format!("evaluated against synced watches in mode {}", policy.mode.as_str());
-                    let alive: Vec<&str> =
-                        plan.nodes.iter().filter_map(|n| n.held_alive.as_deref()).collect();
-                    if !alive.is_empty() {
-                        message.push_str(&format!(
-                            "; {} not-Ready node(s) held alive because their kubelets answer: {}",
-                            alive.len(),
-                            alive.iter().take(MAX_HELD_ALIVE_LISTED).copied().collect::<Vec<_>>().join("; ")
-                        ));
-                        if alive.len() > MAX_HELD_ALIVE_LISTED {
-                            message.push_str("; …");
-                        }
-                    }
-                    cond(CONDITION_READY, true, "Evaluated", message)
-                }
-                Some(suspension) if *suspension != Suspension::NotSynced => cond(
-                    CONDITION_READY,
-                    false,
-                    "EvidenceSuspended",
-                    format!("no node counts as dead now: {suspension}"),
-                ),
-                _ => cond(
-                    CONDITION_READY,
-                    false,
-                    "CachesNotSynced",
-                    "waiting for the node, Lease and pod watches to sync: no node counts as dead until then".into(),
-                ),
-            };
+            let (is_ready, reason, message) = readiness(policy, plan);
+            let ready = cond(CONDITION_READY, is_ready, reason, message);
             let circuit = if plan.circuit.open {
                 cond(CONDITION_CIRCUIT_OPEN, true, "TooManyUnhealthyNodes", plan.circuit.message())
             } else {
@@ -144,6 +115,38 @@ pub fn desired_status(
         }
     }
     status
+}
+
+/// The Ready condition of a planned policy: its status, reason and message.
+fn readiness(policy: &ValidatedPolicy, plan: &Plan) -> (bool, &'static str, String) {
+    match &plan.suspended {
+        _ if plan.synced => {
+            let mut message =
+                format!("evaluated against synced watches in mode {}", policy.mode.as_str());
+            let alive: Vec<&str> =
+                plan.nodes.iter().filter_map(|n| n.held_alive.as_deref()).collect();
+            if !alive.is_empty() {
+                message.push_str(&format!(
+                    "; {} not-Ready node(s) held alive because their kubelets answer: {}",
+                    alive.len(),
+                    alive.iter().take(MAX_HELD_ALIVE_LISTED).copied().collect::<Vec<_>>().join("; ")
+                ));
+                if alive.len() > MAX_HELD_ALIVE_LISTED {
+                    message.push_str("; …");
+                }
+            }
+            (true, "Evaluated", message)
+        }
+        Some(suspension) if *suspension != Suspension::NotSynced => {
+            (false, "EvidenceSuspended", format!("no node counts as dead now: {suspension}"))
+        }
+        _ => (
+            false,
+            "CachesNotSynced",
+            "waiting for the node, Lease and pod watches to sync: no node counts as dead until then"
+                .into(),
+        ),
+    }
 }
 
 /// A condition whose `lastTransitionTime` is carried over when its status did not change.
@@ -221,7 +224,8 @@ pub fn blocked_rollouts_in_scope(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::plan::{Circuit, PlanCounts};
+    use crate::core::guards::Circuit;
+    use crate::core::plan::PlanCounts;
     use crate::core::policy::{MaxUnhealthy, validate};
     use crate::crd::{ActionKind, ActionResult, Mode, RemediationPolicySpec};
 

@@ -11,6 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, T
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::CustomResource;
 use kube::CustomResourceExt;
+use prometheus_client::encoding::EncodeLabelValue;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -121,7 +122,20 @@ impl Default for RemediationPolicySpec {
 }
 
 /// Whether the policy only records what it would do (DryRun) or does it (Enforce).
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
+#[derive(
+    Serialize,
+    Deserialize,
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    JsonSchema,
+    strum::IntoStaticStr,
+    EncodeLabelValue,
+)]
 pub enum Mode {
     /// Decide and record, never mutate pods or nodes.
     #[default]
@@ -133,16 +147,24 @@ pub enum Mode {
 impl Mode {
     /// The value as written in the spec (also the metrics label).
     pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::DryRun => "DryRun",
-            Mode::Enforce => "Enforce",
-        }
+        self.into()
     }
 }
 
 /// The kind of a pod's controlling owner, as selected by ownerKinds.
 #[derive(
-    Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, JsonSchema,
+    Serialize,
+    Deserialize,
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    JsonSchema,
+    strum::IntoStaticStr,
 )]
 pub enum OwnerKind {
     /// Pods of a ReplicaSet, i.e. of a Deployment.
@@ -162,12 +184,7 @@ impl OwnerKind {
 
     /// The value as written in the spec.
     pub fn as_str(self) -> &'static str {
-        match self {
-            OwnerKind::ReplicaSet => "ReplicaSet",
-            OwnerKind::StatefulSet => "StatefulSet",
-            OwnerKind::Job => "Job",
-            OwnerKind::Bare => "Bare",
-        }
+        self.into()
     }
 }
 
@@ -262,7 +279,18 @@ impl Default for FencingSpec {
 
 /// Which pods need fencing evidence before they are released from a dead node.
 #[derive(
-    Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, JsonSchema,
+    Serialize,
+    Deserialize,
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    JsonSchema,
+    strum::IntoStaticStr,
 )]
 pub enum FencingRequirement {
     /// Pods owned by a StatefulSet.
@@ -278,12 +306,7 @@ pub enum FencingRequirement {
 impl FencingRequirement {
     /// The value as written in the spec.
     pub fn as_str(self) -> &'static str {
-        match self {
-            FencingRequirement::StatefulSet => "StatefulSet",
-            FencingRequirement::ReadWriteOnce => "ReadWriteOnce",
-            FencingRequirement::All => "All",
-            FencingRequirement::None => "None",
-        }
+        self.into()
     }
 }
 
@@ -469,7 +492,19 @@ pub struct RecentAction {
 }
 
 /// What an action does.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+#[derive(
+    Serialize,
+    Deserialize,
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    JsonSchema,
+    strum::IntoStaticStr,
+    EncodeLabelValue,
+)]
 pub enum ActionKind {
     /// DELETE of the pod with gracePeriodSeconds 0 and a UID precondition.
     ForceDelete,
@@ -478,14 +513,24 @@ pub enum ActionKind {
 impl ActionKind {
     /// The value as written in the status (also the metrics label).
     pub fn as_str(self) -> &'static str {
-        match self {
-            ActionKind::ForceDelete => "ForceDelete",
-        }
+        self.into()
     }
 }
 
 /// How an action ended.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+#[derive(
+    Serialize,
+    Deserialize,
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    JsonSchema,
+    strum::IntoStaticStr,
+    EncodeLabelValue,
+)]
 pub enum ActionResult {
     /// Performed (Enforce).
     Done,
@@ -500,12 +545,7 @@ pub enum ActionResult {
 impl ActionResult {
     /// The value as written in the status (also the metrics label).
     pub fn as_str(self) -> &'static str {
-        match self {
-            ActionResult::Done => "Done",
-            ActionResult::WouldAct => "WouldAct",
-            ActionResult::Skipped => "Skipped",
-            ActionResult::Failed => "Failed",
-        }
+        self.into()
     }
 
     /// Whether the action counts in status.actionsTotal.

@@ -16,14 +16,17 @@ use tracing::{debug, info, warn};
 use k8s_openapi::api::coordination::v1::Lease;
 
 use crate::adapters::{NODE_LEASE_NAMESPACE, excluded, node_observation};
-use crate::core::plan::{FreshNode, FreshPolicy, LastLook};
+
 use crate::core::rollouts::WorkloadRef;
-use crate::core::{Action, ForceDelete, FreshPod, ValidatedPolicy};
+use crate::core::{
+    Action, ForceDelete, FreshNode, FreshPod, FreshPolicy, LastLook, ValidatedPolicy,
+    push_recent_actions,
+};
 use crate::crd::{
     ActionKind, ActionResult, Mode, RecentAction, RemediationPolicy, RemediationPolicyStatus,
 };
 use crate::leader::LeaderGuard;
-use crate::metrics::{ActionLabels, DelayLabels, Metrics};
+use crate::metrics::{ActionLabels, DelayLabels, Metrics, WriteKind, WriteLabels};
 use crate::{Error, Result};
 
 /// The name Events are reported under.
@@ -47,11 +50,41 @@ pub struct Writer {
     hold_dir: Option<std::path::PathBuf>,
 }
 
+/// A Warning Event on the policy, published with a reconcile's writes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Notice {
+    pub reason: &'static str,
+    pub action: &'static str,
+    pub note: String,
+}
+
+/// Everything one reconcile hands to the writer, written together: the notices (policy
+/// Events), the plan's actions, and the desired status, which gets the actions' records.
+pub struct Commit<'a> {
+    pub policy: &'a RemediationPolicy,
+    /// The validated spec, or `None` when it is invalid (then nothing is acted on).
+    pub validated: Option<&'a ValidatedPolicy>,
+    pub actions: &'a [Action],
+    pub notices: Vec<Notice>,
+    /// The desired status, before this reconcile's action records are added.
+    pub status: RemediationPolicyStatus,
+    /// The status last written, to skip writing an unchanged one.
+    pub previous: Option<&'a RemediationPolicyStatus>,
+}
+
+/// What a commit did. The outcomes are returned even when the status write failed, so the
+/// caller never forgets an action it took.
+pub struct Committed {
+    pub outcomes: Vec<Outcome>,
+    /// The status written (`Ok(None)`: unchanged, not written).
+    pub status: Result<Option<RemediationPolicyStatus>>,
+}
+
 /// What happened to one planned action.
 #[derive(Clone, Debug)]
 pub struct Outcome {
     pub record: RecentAction,
-    /// Whether the pod may be considered handled (Done, WouldAct, or gone by itself).
+    /// Whether the pod counts as acted on (Done, or WouldAct in DryRun).
     pub handled: bool,
 }
 
@@ -98,6 +131,42 @@ impl Writer {
     /// Mutates only while `leader` is open (by default always: no leader election).
     pub fn with_leader_guard(self, leader: LeaderGuard) -> Self {
         Writer { leader, ..self }
+    }
+
+    /// Writes one reconcile's result: the notices, then the actions (carried out or recorded),
+    /// then the status with the actions' records, if it changed.
+    pub async fn commit(&self, commit: Commit<'_>) -> Committed {
+        let Commit { policy, validated, actions, notices, mut status, previous } = commit;
+        for notice in notices {
+            self.policy_event(
+                policy,
+                EventType::Warning,
+                notice.reason,
+                notice.action,
+                notice.note,
+            )
+            .await;
+        }
+        let outcomes = match validated {
+            Some(validated) if !actions.is_empty() => {
+                self.execute(policy, validated, actions, crate::clock::now).await
+            }
+            _ => Vec::new(),
+        };
+        push_recent_actions(&mut status, outcomes.iter().map(|o| o.record.clone()));
+        let status = if previous == Some(&status) {
+            Ok(None)
+        } else {
+            let name = policy.name_any();
+            match self.patch_status(&name, &status).await {
+                Ok(()) => {
+                    info!(policy = %name, "status updated");
+                    Ok(Some(status))
+                }
+                Err(e) => Err(e),
+            }
+        };
+        Committed { outcomes, status }
     }
 
     /// Carries out (Enforce) or records (DryRun) a plan's actions, oldest threshold first.
@@ -170,7 +239,9 @@ impl Writer {
             ),
         }
         Outcome {
-            handled: result != ActionResult::Failed,
+            // A skip (the last look found the world changed) or a failure is not handled: the
+            // next plan decides again from what it sees then.
+            handled: result.counts_as_action(),
             record: RecentAction {
                 time: Time(at),
                 action: ActionKind::ForceDelete,
@@ -223,31 +294,19 @@ impl Writer {
             (_, Err(e), _) => return failed("node's Lease", e),
             (_, _, Err(e)) => return failed("policy", e),
         };
-        let look = LastLook {
-            pod: pod.as_ref().map(|p| FreshPod {
-                uid: p.metadata.uid.as_deref(),
-                terminating: p.metadata.deletion_timestamp.is_some(),
-                node: p.spec.as_ref().and_then(|s| s.node_name.as_deref()).unwrap_or_default(),
-                excluded: excluded(p.metadata.annotations.as_ref()),
-            }),
-            node: node.as_ref().map(|n| FreshNode {
-                observation: node_observation(n, None),
-                excluded: excluded(n.metadata.annotations.as_ref()),
-            }),
-            lease_renewed: lease
-                .as_ref()
-                .and_then(|l| l.spec.as_ref())
-                .and_then(|s| s.renew_time.as_ref())
-                .map(|t| t.0),
-            policy: fresh_policy.as_ref().map(|p| FreshPolicy {
-                mode: p.spec.mode,
-                paused: p.spec.paused,
-                generation: p.metadata.generation,
-            }),
-        };
+        let look = last_look(pod.as_ref(), node.as_ref(), lease.as_ref(), fresh_policy.as_ref());
         if let Err(skip) = fd.recheck(&look, policy.metadata.generation, &validated.fencing) {
             return (ActionResult::Skipped, Some(skip));
         }
+        self.delete_pod(&pods, fd).await
+    }
+
+    /// DELETE with grace 0 and a UID precondition, if this replica leads.
+    async fn delete_pod(
+        &self,
+        pods: &Api<Pod>,
+        fd: &ForceDelete,
+    ) -> (ActionResult, Option<String>) {
         let params = DeleteParams {
             grace_period_seconds: Some(0),
             preconditions: Some(Preconditions {
@@ -256,7 +315,7 @@ impl Writer {
             }),
             ..DeleteParams::default()
         };
-        if !self.leader.may_act() {
+        if !self.may_write(WriteKind::DeletePod) {
             return (ActionResult::Failed, Some("not the leader: refused to delete".into()));
         }
         match pods.delete(&fd.name, &params).await {
@@ -279,6 +338,15 @@ impl Writer {
         }
     }
 
+    /// Whether this replica may send a write now (it holds the leader Lease); counts refusals.
+    fn may_write(&self, write: WriteKind) -> bool {
+        let may = self.leader.may_act();
+        if !may {
+            self.metrics.writes_refused_not_leader.get_or_create(&WriteLabels { write }).inc();
+        }
+        may
+    }
+
     fn account(
         &self,
         policy: &str,
@@ -290,22 +358,13 @@ impl Writer {
     ) {
         self.metrics
             .actions
-            .get_or_create(&ActionLabels {
-                policy: policy.to_string(),
-                action: action.as_str().to_string(),
-                mode: mode.as_str().to_string(),
-                result: result.as_str().to_string(),
-            })
+            .get_or_create(&ActionLabels { policy: policy.to_string(), action, mode, result })
             .inc();
         if matches!(result, ActionResult::Done | ActionResult::WouldAct) {
             let delay = at.duration_since(threshold).as_secs_f64().max(0.0);
             self.metrics
                 .action_delay
-                .get_or_create(&DelayLabels {
-                    policy: policy.to_string(),
-                    action: action.as_str().to_string(),
-                    mode: mode.as_str().to_string(),
-                })
+                .get_or_create(&DelayLabels { policy: policy.to_string(), action, mode })
                 .observe(delay);
         }
     }
@@ -399,7 +458,7 @@ impl Writer {
         action: &str,
         mut note: String,
     ) {
-        if !self.leader.may_act() {
+        if !self.may_write(WriteKind::Event) {
             debug!(reason, "not the leader: Event not published");
             return;
         }
@@ -426,7 +485,7 @@ impl Writer {
 
     /// Writes a policy's status (merge patch of the status subresource).
     pub async fn patch_status(&self, name: &str, status: &RemediationPolicyStatus) -> Result<()> {
-        if !self.leader.may_act() {
+        if !self.may_write(WriteKind::PatchStatus) {
             return Err(Error::NotLeader { operation: "write a policy status" });
         }
         let api: Api<RemediationPolicy> = Api::all(self.client.clone());
@@ -437,6 +496,36 @@ impl Writer {
             .await
             .map_err(|source| Error::PatchStatus { name: name.to_string(), source })?;
         Ok(())
+    }
+}
+
+/// What the fresh reads say, in the core's terms.
+fn last_look<'a>(
+    pod: Option<&'a Pod>,
+    node: Option<&Node>,
+    lease: Option<&Lease>,
+    policy: Option<&RemediationPolicy>,
+) -> LastLook<'a> {
+    LastLook {
+        pod: pod.map(|p| FreshPod {
+            uid: p.metadata.uid.as_deref(),
+            terminating: p.metadata.deletion_timestamp.is_some(),
+            node: p.spec.as_ref().and_then(|s| s.node_name.as_deref()).unwrap_or_default(),
+            excluded: excluded(p.metadata.annotations.as_ref()),
+        }),
+        node: node.map(|n| FreshNode {
+            observation: node_observation(n, None),
+            excluded: excluded(n.metadata.annotations.as_ref()),
+        }),
+        lease_renewed: lease
+            .and_then(|l| l.spec.as_ref())
+            .and_then(|s| s.renew_time.as_ref())
+            .map(|t| t.0),
+        policy: policy.map(|p| FreshPolicy {
+            mode: p.spec.mode,
+            paused: p.spec.paused,
+            generation: p.metadata.generation,
+        }),
     }
 }
 

@@ -1,0 +1,232 @@
+//! The kinds the operator watches, named once.
+//!
+//! Each kind says, in one `impl` of [`Watched`], where its objects are and what each of them
+//! does to the [`ClusterState`]. The table [`WATCHED`] lists the kinds; the watches
+//! ([`super::watch`]), `plan`'s one-shot listing and the start-up permission check all go through
+//! it, so a new kind is one `impl` and one table row.
+
+use std::fmt::Debug;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolumeClaim, Pod};
+use kube::api::{Api, ListParams};
+use kube::{Client, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use super::state::{Change, ClusterState, WatchedKind};
+use super::watch::{SharedState, WatchCtx, spawn};
+use crate::adapters::{NODE_LEASE_NAMESPACE, deployment_view, replica_set_view, stateful_set_view};
+use crate::metrics::Metrics;
+
+/// One watched kind: where its objects are, and what each one does to the state.
+pub trait Watched:
+    Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static
+{
+    const KIND: WatchedKind;
+
+    /// Every object of the kind the operator reads (cluster-wide unless overridden).
+    fn api(client: Client) -> Api<Self> {
+        Api::all(client)
+    }
+
+    /// The object was added or changed, seen at `now`.
+    fn apply(state: &mut ClusterState, obj: &Self, now: Timestamp) -> Change;
+
+    /// The object was deleted.
+    fn delete(state: &mut ClusterState, obj: &Self) -> Change;
+}
+
+fn uid<K: Resource>(obj: &K) -> &str {
+    obj.meta().uid.as_deref().unwrap_or_default()
+}
+
+impl Watched for Node {
+    const KIND: WatchedKind = WatchedKind::Node;
+    fn apply(state: &mut ClusterState, obj: &Self, now: Timestamp) -> Change {
+        state.apply_node(obj, now)
+    }
+    fn delete(state: &mut ClusterState, obj: &Self) -> Change {
+        state.delete_node(&obj.name_any())
+    }
+}
+
+impl Watched for Lease {
+    const KIND: WatchedKind = WatchedKind::Lease;
+    fn api(client: Client) -> Api<Self> {
+        Api::namespaced(client, NODE_LEASE_NAMESPACE)
+    }
+    fn apply(state: &mut ClusterState, obj: &Self, now: Timestamp) -> Change {
+        let renewed = obj.spec.as_ref().and_then(|s| s.renew_time.as_ref()).map(|t| t.0);
+        state.apply_lease(&obj.name_any(), renewed, now)
+    }
+    fn delete(state: &mut ClusterState, obj: &Self) -> Change {
+        state.delete_lease(&obj.name_any())
+    }
+}
+
+impl Watched for Pod {
+    const KIND: WatchedKind = WatchedKind::Pod;
+    fn apply(state: &mut ClusterState, obj: &Self, _: Timestamp) -> Change {
+        state.apply_pod(obj)
+    }
+    fn delete(state: &mut ClusterState, obj: &Self) -> Change {
+        state.delete_pod(uid(obj))
+    }
+}
+
+impl Watched for Namespace {
+    const KIND: WatchedKind = WatchedKind::Namespace;
+    fn apply(state: &mut ClusterState, obj: &Self, _: Timestamp) -> Change {
+        state.apply_namespace(obj)
+    }
+    fn delete(state: &mut ClusterState, obj: &Self) -> Change {
+        state.delete_namespace(&obj.name_any())
+    }
+}
+
+impl Watched for PersistentVolumeClaim {
+    const KIND: WatchedKind = WatchedKind::PersistentVolumeClaim;
+    fn apply(state: &mut ClusterState, obj: &Self, _: Timestamp) -> Change {
+        state.apply_claim(obj)
+    }
+    fn delete(state: &mut ClusterState, obj: &Self) -> Change {
+        state.delete_claim(obj.metadata.namespace.as_deref().unwrap_or_default(), &obj.name_any())
+    }
+}
+
+impl Watched for Deployment {
+    const KIND: WatchedKind = WatchedKind::Deployment;
+    fn apply(state: &mut ClusterState, obj: &Self, _: Timestamp) -> Change {
+        state.apply_workload(deployment_view(obj))
+    }
+    fn delete(state: &mut ClusterState, obj: &Self) -> Change {
+        state.delete_workload(uid(obj))
+    }
+}
+
+impl Watched for StatefulSet {
+    const KIND: WatchedKind = WatchedKind::StatefulSet;
+    fn apply(state: &mut ClusterState, obj: &Self, _: Timestamp) -> Change {
+        state.apply_workload(stateful_set_view(obj))
+    }
+    fn delete(state: &mut ClusterState, obj: &Self) -> Change {
+        state.delete_workload(uid(obj))
+    }
+}
+
+impl Watched for ReplicaSet {
+    const KIND: WatchedKind = WatchedKind::ReplicaSet;
+    fn apply(state: &mut ClusterState, obj: &Self, _: Timestamp) -> Change {
+        state.apply_replica_set(replica_set_view(obj))
+    }
+    fn delete(state: &mut ClusterState, obj: &Self) -> Change {
+        state.delete_replica_set(uid(obj))
+    }
+}
+
+/// What the operator does with a watched kind, whichever it is (so the kinds fit one table).
+pub trait KindOps: Sync {
+    fn kind(&self) -> WatchedKind;
+
+    /// Starts the kind's watch into the shared state (see [`super::watch`]).
+    fn spawn_watch(&self, client: Client, ctx: WatchCtx) -> JoinHandle<()>;
+
+    /// Lists one object's metadata: proves the operator may list the kind.
+    fn check_list(&self, client: Client) -> BoxFuture<'static, Result<(), kube::Error>>;
+
+    /// Lists every object of the kind, page by page, into `state` as seen at `now`; returns
+    /// the list's resourceVersion.
+    fn load<'a>(
+        &self,
+        client: Client,
+        state: &'a mut ClusterState,
+        now: Timestamp,
+    ) -> BoxFuture<'a, Result<String, kube::Error>>;
+}
+
+struct Ops<K>(PhantomData<fn() -> K>);
+
+impl<K: Watched> KindOps for Ops<K> {
+    fn kind(&self) -> WatchedKind {
+        K::KIND
+    }
+
+    fn spawn_watch(&self, client: Client, ctx: WatchCtx) -> JoinHandle<()> {
+        spawn(K::api(client), K::KIND, ctx, K::apply, K::delete)
+    }
+
+    fn check_list(&self, client: Client) -> BoxFuture<'static, Result<(), kube::Error>> {
+        Box::pin(async move {
+            K::api(client).list_metadata(&ListParams::default().limit(1)).await.map(|_| ())
+        })
+    }
+
+    fn load<'a>(
+        &self,
+        client: Client,
+        state: &'a mut ClusterState,
+        now: Timestamp,
+    ) -> BoxFuture<'a, Result<String, kube::Error>> {
+        Box::pin(async move {
+            let api = K::api(client);
+            state.list_started(K::KIND);
+            let mut lp = ListParams::default().limit(500);
+            let mut version = None;
+            loop {
+                let page = api.list(&lp).await?;
+                version = version.or(page.metadata.resource_version.clone());
+                for obj in &page.items {
+                    K::apply(state, obj, now);
+                }
+                match page.metadata.continue_.filter(|c| !c.is_empty()) {
+                    Some(token) => lp = lp.continue_token(&token),
+                    None => break,
+                }
+            }
+            state.list_done(K::KIND, now);
+            Ok(version.unwrap_or_default())
+        })
+    }
+}
+
+/// Starts the watches, one per kind of [`WATCHED`]. Each runs until the process ends,
+/// retrying with backoff.
+pub fn spawn_watches(
+    client: Client,
+    state: SharedState,
+    trigger: watch::Sender<u64>,
+    metrics: Arc<Metrics>,
+) -> Vec<JoinHandle<()>> {
+    let ctx = WatchCtx { state, trigger, metrics };
+    WATCHED.iter().map(|kind| kind.spawn_watch(client.clone(), ctx.clone())).collect()
+}
+
+/// Every kind the operator watches, in the order the watches start.
+pub static WATCHED: [&dyn KindOps; 8] = [
+    &Ops::<Node>(PhantomData),
+    &Ops::<Lease>(PhantomData),
+    &Ops::<Pod>(PhantomData),
+    &Ops::<Namespace>(PhantomData),
+    &Ops::<PersistentVolumeClaim>(PhantomData),
+    &Ops::<Deployment>(PhantomData),
+    &Ops::<StatefulSet>(PhantomData),
+    &Ops::<ReplicaSet>(PhantomData),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_holds_every_kind_once() {
+        let kinds: Vec<WatchedKind> = WATCHED.iter().map(|k| k.kind()).collect();
+        assert_eq!(kinds, WatchedKind::ALL.to_vec());
+    }
+}

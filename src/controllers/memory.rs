@@ -1,0 +1,196 @@
+//! What the policy controller remembers about one policy between reconciles: the actions it
+//! took (for rate limits and "already acted"), the status it last wrote, and what it last
+//! logged about the evidence. Its methods are the only bookkeeping the reconcile does.
+
+use std::collections::BTreeSet;
+
+use jiff::Timestamp;
+
+use crate::core::{NodeSummary, OwnerKey, PastAction, Plan, RATE_WINDOW, Suspension};
+use crate::crd::{Mode, RecentAction, RemediationPolicyStatus};
+use crate::writer::Outcome;
+
+#[derive(Debug, Default)]
+pub struct PolicyMemory {
+    /// The mode the history belongs to: switching DryRun -> Enforce starts afresh, so pods
+    /// recorded as would-be actions are then really acted on.
+    mode: Option<Mode>,
+    recent: Vec<PastAction>,
+    acted: BTreeSet<String>,
+    /// The last status this controller wrote: the controller's cache may lag behind it.
+    last_status: Option<RemediationPolicyStatus>,
+    /// Nodes last reported as held alive (not Ready, kubelet answering), to log each once.
+    held_alive: BTreeSet<String>,
+    /// Why evidence was last suspended, to log each change once.
+    suspended: Option<Suspension>,
+}
+
+/// What changed in the evidence since the last reconcile, to be logged once.
+#[derive(Debug, Default)]
+pub struct EvidenceNews<'a> {
+    /// Nodes held alive now that were not before.
+    pub newly_held_alive: Vec<&'a NodeSummary>,
+    /// `Some(now)` when the suspension changed kind (`Some(None)`: trusted again).
+    pub suspension: Option<Option<&'a Suspension>>,
+}
+
+impl PolicyMemory {
+    /// The status to compare with: the last one written, else the one read with the policy.
+    pub fn previous_status(
+        &self,
+        from_policy: Option<&RemediationPolicyStatus>,
+    ) -> Option<RemediationPolicyStatus> {
+        self.last_status.clone().or_else(|| from_policy.cloned())
+    }
+
+    /// The history of `mode` at `now`: recent actions (for rate limits) and pods already acted
+    /// on. A new mode (and a fresh memory, after a restart) starts from the status's records of
+    /// that mode, so neither a restart nor `plan` forgets what was done.
+    pub fn history(
+        &mut self,
+        mode: Mode,
+        status: Option<&RemediationPolicyStatus>,
+        now: Timestamp,
+    ) -> (Vec<PastAction>, BTreeSet<String>) {
+        if self.mode != Some(mode) {
+            self.mode = Some(mode);
+            self.recent = seed_recent(status, mode, now);
+            self.acted = seed_acted(status, mode);
+        }
+        self.recent.retain(|a| now.duration_since(a.at) < RATE_WINDOW);
+        (self.recent.clone(), self.acted.clone())
+    }
+
+    /// Records what the writer did. Pods no longer present are forgotten.
+    pub fn record<'a>(&mut self, outcomes: &[Outcome], live_pods: impl Iterator<Item = &'a str>) {
+        let live: BTreeSet<&str> = live_pods.collect();
+        self.acted.retain(|uid| live.contains(uid.as_str()));
+        for outcome in outcomes {
+            self.recent
+                .push(PastAction { at: outcome.record.time.0, owner: owner_key(&outcome.record) });
+            if outcome.handled {
+                self.acted.insert(outcome.record.uid.clone());
+            }
+        }
+    }
+
+    /// Remembers the status just written.
+    pub fn wrote(&mut self, status: RemediationPolicyStatus) {
+        self.last_status = Some(status);
+    }
+
+    /// What is new about the evidence in `plan`, and remembers it.
+    pub fn evidence_news<'a>(&mut self, plan: &'a Plan) -> EvidenceNews<'a> {
+        let newly_held_alive = plan
+            .nodes
+            .iter()
+            .filter(|n| n.held_alive.is_some() && !self.held_alive.contains(&n.name))
+            .collect();
+        self.held_alive =
+            plan.nodes.iter().filter(|n| n.held_alive.is_some()).map(|n| n.name.clone()).collect();
+        let kind = |s: Option<&Suspension>| s.map(std::mem::discriminant);
+        let changed = kind(plan.suspended.as_ref()) != kind(self.suspended.as_ref());
+        self.suspended = plan.suspended.clone();
+        EvidenceNews { newly_held_alive, suspension: changed.then_some(plan.suspended.as_ref()) }
+    }
+}
+
+/// Rebuilds the rate-limit history of `mode` from the status's records.
+fn seed_recent(
+    status: Option<&RemediationPolicyStatus>,
+    mode: Mode,
+    now: Timestamp,
+) -> Vec<PastAction> {
+    status
+        .map(|s| {
+            s.recent_actions
+                .iter()
+                .filter(|a| a.mode == mode && now.duration_since(a.time.0) < RATE_WINDOW)
+                .map(|a| PastAction { at: a.time.0, owner: owner_key(a) })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The pods the status records as acted on in `mode` (done, or recorded in DryRun).
+fn seed_acted(status: Option<&RemediationPolicyStatus>, mode: Mode) -> BTreeSet<String> {
+    status
+        .map(|s| {
+            s.recent_actions
+                .iter()
+                .filter(|a| a.mode == mode && a.result.counts_as_action())
+                .map(|a| a.uid.clone())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The per-owner budget key of a recorded action (`owner` is `Kind/name`).
+pub fn owner_key(record: &RecentAction) -> Option<OwnerKey> {
+    let (kind, name) = record.owner.as_deref()?.split_once('/')?;
+    Some(OwnerKey {
+        namespace: record.namespace.clone(),
+        kind: kind.to_string(),
+        name: name.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd::{ActionKind, ActionResult};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    fn at(s: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + s).expect("test instant")
+    }
+
+    fn record(uid: &str, mode: Mode, result: ActionResult, t: i64) -> RecentAction {
+        RecentAction {
+            time: Time(at(t)),
+            action: ActionKind::ForceDelete,
+            mode,
+            namespace: "ns".into(),
+            name: uid.into(),
+            uid: uid.into(),
+            node: "n1".into(),
+            owner: Some("ReplicaSet/web-1".into()),
+            reason: String::new(),
+            result,
+            detail: None,
+        }
+    }
+
+    #[test]
+    fn a_fresh_memory_starts_from_the_status_of_its_mode() {
+        let status = RemediationPolicyStatus {
+            recent_actions: vec![
+                record("done", Mode::Enforce, ActionResult::Done, 50),
+                record("skipped", Mode::Enforce, ActionResult::Skipped, 50),
+                record("failed", Mode::Enforce, ActionResult::Failed, 50),
+                record("old", Mode::Enforce, ActionResult::Done, 0),
+                record("would", Mode::DryRun, ActionResult::WouldAct, 50),
+            ],
+            ..Default::default()
+        };
+        let mut memory = PolicyMemory::default();
+        let (recent, acted) = memory.history(Mode::Enforce, Some(&status), at(100));
+        // Rate limits count every attempt of the last minute, in this mode.
+        assert_eq!(recent.len(), 3);
+        assert_eq!(
+            recent[0].owner,
+            Some(OwnerKey {
+                namespace: "ns".into(),
+                kind: "ReplicaSet".into(),
+                name: "web-1".into()
+            })
+        );
+        // Acted on: done (or recorded in DryRun), whatever its age; never skipped or failed.
+        let want: BTreeSet<String> = ["done", "old"].map(String::from).into();
+        assert_eq!(acted, want);
+
+        // Switching mode starts afresh from that mode's records.
+        let (recent, acted) = memory.history(Mode::DryRun, Some(&status), at(100));
+        assert_eq!((recent.len(), acted.len()), (1, 1));
+    }
+}

@@ -1,0 +1,371 @@
+//! The actions: what the writer carries out (or records, in DryRun), and the last look that
+//! decides, from fresh reads right before a request, whether an action still stands.
+//!
+//! Its own module because actions are the contract between the pure core and the one writer:
+//! the rules produce them, the guards ration them, the writer executes them. [`Action`] names
+//! every kind the writer knows; each new kind is one more variant here and one more branch there.
+
+use jiff::Timestamp;
+
+use super::node::fencing_evidence;
+use super::observed::{NodeObservation, NodeView, OwnerKey, Readiness, WorkloadRef};
+use crate::crd::{ActionKind, EXCLUDE_ANNOTATION, FencingRequirement, FencingSpec, Mode};
+
+/// A pod force delete: DELETE with `gracePeriodSeconds: 0` and a UID precondition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ForceDelete {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub node: String,
+    pub owner: Option<OwnerKey>,
+    /// Why, for Events, logs and status.
+    pub reason: String,
+    /// The instant the pod became due (latest of node death and `deletionTimestamp + delay`);
+    /// rate limiting may act later. Latency is measured from here.
+    pub threshold: Timestamp,
+    /// The workload whose rollout the pod blocks, told in an Event when it is released.
+    pub blocks_rollout: Option<WorkloadRef>,
+    /// The node's Lease `renewTime` the plan judged on: any other value in the last look is a
+    /// renewal since the plan, so the kubelet is alive.
+    pub lease_renewed: Option<Timestamp>,
+    /// The fencing the pod needs, which the last look must still find on its node.
+    pub fencing_required: Option<FencingRequirement>,
+}
+
+/// What a fresh read of a pod says, just before it is force-deleted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FreshPod<'a> {
+    pub uid: Option<&'a str>,
+    pub terminating: bool,
+    /// `spec.nodeName` (empty when unset).
+    pub node: &'a str,
+    /// Annotated `remediator.io/exclude: "true"`.
+    pub excluded: bool,
+}
+
+/// What a fresh read of the pod's node says (`None` in [`LastLook::node`]: the Node is gone).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FreshNode {
+    pub observation: NodeObservation,
+    pub excluded: bool,
+}
+
+/// What a fresh read of the policy says (`None` in [`LastLook::policy`]: it was deleted).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FreshPolicy {
+    pub mode: Mode,
+    pub paused: bool,
+    pub generation: Option<i64>,
+}
+
+/// Fresh reads (never from a cache) of everything a force delete stands on, taken right before
+/// the request: the pod (`None`: gone), its node, the node's Lease `renewTime`, the policy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LastLook<'a> {
+    pub pod: Option<FreshPod<'a>>,
+    pub node: Option<FreshNode>,
+    pub lease_renewed: Option<Timestamp>,
+    pub policy: Option<FreshPolicy>,
+}
+
+impl ForceDelete {
+    /// Whether the action still stands after the last look. `planned_generation` is the policy
+    /// generation the plan was made with; `fencing` its fencing settings. `Err` says why it is
+    /// skipped: the pod changed, the policy left Enforce or changed, or the node is no longer
+    /// dead by fresh evidence (Ready, a Lease renewed since the plan, excluded, fencing gone).
+    pub fn recheck(
+        &self,
+        look: &LastLook<'_>,
+        planned_generation: Option<i64>,
+        fencing: &FencingSpec,
+    ) -> Result<(), String> {
+        let Some(pod) = look.pod else { return Err("pod already gone".into()) };
+        if pod.uid != Some(self.uid.as_str()) {
+            return Err("a new pod with the same name replaced it; left alone".into());
+        }
+        if !pod.terminating {
+            return Err("pod is no longer Terminating".into());
+        }
+        if pod.node != self.node {
+            return Err(format!("pod moved to node {:?}", pod.node));
+        }
+        if pod.excluded {
+            return Err(format!("pod annotated {EXCLUDE_ANNOTATION}=true; left alone"));
+        }
+        let Some(policy) = look.policy else { return Err("the policy was deleted".into()) };
+        if policy.mode != Mode::Enforce {
+            return Err(format!("the policy is in {} now; nothing deleted", policy.mode.as_str()));
+        }
+        if policy.paused {
+            return Err("the policy is paused now; nothing deleted".into());
+        }
+        if policy.generation != planned_generation {
+            return Err("the policy changed since the plan; its next evaluation decides".into());
+        }
+        if look.lease_renewed != self.lease_renewed {
+            let show = |t: Option<Timestamp>| t.map_or("none".to_string(), |t| t.to_string());
+            return Err(format!(
+                "the node's Lease was renewed since the plan (renewTime {} -> {}): its kubelet is alive; left alone",
+                show(self.lease_renewed),
+                show(look.lease_renewed)
+            ));
+        }
+        let fenced = match &look.node {
+            Some(node) => {
+                if node.observation.readiness == Readiness::Ready {
+                    return Err("node is Ready again; left alone".into());
+                }
+                if node.excluded {
+                    return Err(format!("node annotated {EXCLUDE_ANNOTATION}=true; left alone"));
+                }
+                fencing_evidence(&node.observation, fencing, false)
+            }
+            None => {
+                fencing_evidence(&NodeView::deleted_unknown(&self.node).observation, fencing, true)
+            }
+        };
+        if let (Some(required), None) = (self.fencing_required, fenced) {
+            return Err(format!(
+                "fencing evidence ({}) no longer on the node; left alone",
+                required.as_str()
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Something the writer should do (or record, in DryRun).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    ForceDelete(ForceDelete),
+}
+
+impl Action {
+    pub fn kind(&self) -> ActionKind {
+        match self {
+            Action::ForceDelete(_) => ActionKind::ForceDelete,
+        }
+    }
+
+    /// The instant the action became due: candidates spend the guards oldest threshold first.
+    pub fn threshold(&self) -> Timestamp {
+        match self {
+            Action::ForceDelete(fd) => fd.threshold,
+        }
+    }
+
+    /// The owner whose per-owner budget the action spends; `None` for a bare pod.
+    pub fn owner(&self) -> Option<&OwnerKey> {
+        match self {
+            Action::ForceDelete(fd) => fd.owner.as_ref(),
+        }
+    }
+
+    /// The namespace and name of what the action targets: the order among equal thresholds.
+    pub fn target(&self) -> (&str, &str) {
+        match self {
+            Action::ForceDelete(fd) => (&fd.namespace, &fd.name),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use jiff::SignedDuration;
+
+    use super::*;
+
+    /// 2026-01-01T00:MM:SSZ.
+    fn t(min: i64, sec: i64) -> Timestamp {
+        let start: Timestamp = "2026-01-01T00:00:00Z".parse().expect("ts");
+        start + SignedDuration::from_secs(min * 60 + sec)
+    }
+    fn now() -> Timestamp {
+        t(10, 0)
+    }
+
+    /// Node `name` as a fresh read sees it: "ready", or "dead" (Unknown since 00:00).
+    fn node(name: &str, health: &str) -> NodeView {
+        let readiness = match health {
+            "ready" => Readiness::Ready,
+            "dead" => Readiness::Unknown,
+            other => panic!("unknown health {other}"),
+        };
+        NodeView {
+            observation: NodeObservation {
+                name: name.into(),
+                readiness,
+                ready_transition: Some(t(0, 0)),
+                lease_renewed: Some(t(0, 0)),
+                not_ready_seen: (readiness != Readiness::Ready).then_some(t(0, 0)),
+                lease_seen: Some(t(0, 0)),
+                unschedulable: false,
+                taints: vec![],
+            },
+            labels: Default::default(),
+            excluded: false,
+            deleted: false,
+        }
+    }
+
+    #[test]
+    fn recheck_table() {
+        let renewed = Some(t(0, 0));
+        let fd = ForceDelete {
+            namespace: "ns".into(),
+            name: "web-0".into(),
+            uid: "u1".into(),
+            node: "n1".into(),
+            owner: None,
+            reason: String::new(),
+            threshold: now(),
+            blocks_rollout: None,
+            lease_renewed: renewed,
+            fencing_required: None,
+        };
+        let fenced =
+            ForceDelete { fencing_required: Some(FencingRequirement::StatefulSet), ..fd.clone() };
+        let pod = FreshPod { uid: Some("u1"), terminating: true, node: "n1", excluded: false };
+        let dead = FreshNode { observation: node("n1", "dead").observation, excluded: false };
+        let enforce = FreshPolicy { mode: Mode::Enforce, paused: false, generation: Some(3) };
+        let good = LastLook {
+            pod: Some(pod),
+            node: Some(dead.clone()),
+            lease_renewed: renewed,
+            policy: Some(enforce),
+        };
+        let oos = {
+            let mut n = dead.clone();
+            n.observation.taints = vec!["node.kubernetes.io/out-of-service:NoExecute".into()];
+            n
+        };
+        struct Row {
+            case: &'static str,
+            action: ForceDelete,
+            look: LastLook<'static>,
+            want: Result<(), &'static str>,
+        }
+        let row = |case, look, want| Row { case, action: fd.clone(), look, want };
+        let table = vec![
+            row("still applies", good.clone(), Ok(())),
+            row("gone", LastLook { pod: None, ..good.clone() }, Err("pod already gone")),
+            row(
+                "replaced by a pod with the same name",
+                LastLook { pod: Some(FreshPod { uid: Some("u2"), ..pod }), ..good.clone() },
+                Err("a new pod with the same name replaced it; left alone"),
+            ),
+            row(
+                "no longer Terminating",
+                LastLook { pod: Some(FreshPod { terminating: false, ..pod }), ..good.clone() },
+                Err("pod is no longer Terminating"),
+            ),
+            row(
+                "moved",
+                LastLook { pod: Some(FreshPod { node: "n2", ..pod }), ..good.clone() },
+                Err("pod moved to node \"n2\""),
+            ),
+            row(
+                "pod excluded since the plan",
+                LastLook { pod: Some(FreshPod { excluded: true, ..pod }), ..good.clone() },
+                Err("pod annotated remediator.io/exclude=true; left alone"),
+            ),
+            row(
+                "policy switched to DryRun",
+                LastLook {
+                    policy: Some(FreshPolicy {
+                        mode: Mode::DryRun,
+                        generation: Some(4),
+                        ..enforce
+                    }),
+                    ..good.clone()
+                },
+                Err("the policy is in DryRun now; nothing deleted"),
+            ),
+            row(
+                "policy paused",
+                LastLook {
+                    policy: Some(FreshPolicy { paused: true, generation: Some(4), ..enforce }),
+                    ..good.clone()
+                },
+                Err("the policy is paused now; nothing deleted"),
+            ),
+            row(
+                "policy changed otherwise",
+                LastLook {
+                    policy: Some(FreshPolicy { generation: Some(4), ..enforce }),
+                    ..good.clone()
+                },
+                Err("the policy changed since the plan; its next evaluation decides"),
+            ),
+            row(
+                "policy deleted",
+                LastLook { policy: None, ..good.clone() },
+                Err("the policy was deleted"),
+            ),
+            row(
+                "Lease renewed since the plan",
+                LastLook { lease_renewed: Some(t(0, 1)), ..good.clone() },
+                Err(
+                    "the node's Lease was renewed since the plan (renewTime 2026-01-01T00:00:00Z -> \
+                     2026-01-01T00:00:01Z): its kubelet is alive; left alone",
+                ),
+            ),
+            row(
+                "Lease appeared since the plan",
+                LastLook { lease_renewed: None, ..good.clone() },
+                Err(
+                    "the node's Lease was renewed since the plan (renewTime 2026-01-01T00:00:00Z -> \
+                     none): its kubelet is alive; left alone",
+                ),
+            ),
+            row(
+                "node Ready again",
+                LastLook {
+                    node: Some(FreshNode {
+                        observation: node("n1", "ready").observation,
+                        excluded: false,
+                    }),
+                    ..good.clone()
+                },
+                Err("node is Ready again; left alone"),
+            ),
+            row(
+                "node excluded since the plan",
+                LastLook {
+                    node: Some(FreshNode { excluded: true, ..dead.clone() }),
+                    ..good.clone()
+                },
+                Err("node annotated remediator.io/exclude=true; left alone"),
+            ),
+            row("node deleted: still dead", LastLook { node: None, ..good.clone() }, Ok(())),
+            Row {
+                case: "fencing still there",
+                action: fenced.clone(),
+                look: LastLook { node: Some(oos.clone()), ..good.clone() },
+                want: Ok(()),
+            },
+            Row {
+                case: "fencing gone since the plan",
+                action: fenced.clone(),
+                look: good.clone(),
+                want: Err("fencing evidence (StatefulSet) no longer on the node; left alone"),
+            },
+            Row {
+                case: "node deleted counts as fencing",
+                action: fenced.clone(),
+                look: LastLook { node: None, ..good.clone() },
+                want: Ok(()),
+            },
+        ];
+        let fencing = crate::crd::FencingSpec::default();
+        for r in table {
+            assert_eq!(
+                r.action.recheck(&r.look, Some(3), &fencing),
+                r.want.map_err(String::from),
+                "{}",
+                r.case
+            );
+        }
+    }
+}

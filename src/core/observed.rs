@@ -1,0 +1,332 @@
+//! The observed inputs: plain views of the pods, nodes, workloads and past actions the core
+//! decides on, as the adapters extract them from Kubernetes objects.
+//!
+//! Its own module so that every judgement (node health, blocked rollouts, the rules, the plan)
+//! reads the same inputs without importing one another: the inputs sit below all of them. Only
+//! accessors live here; what the inputs mean is decided elsewhere.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::sync::Arc;
+
+use jiff::{SignedDuration, Timestamp};
+
+use super::evidence::Suspension;
+
+/// The status of a node's `Ready` condition as the node lifecycle controller reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Readiness {
+    /// `Ready=True`: the kubelet reports healthy.
+    Ready,
+    /// `Ready=False`: the kubelet reports a problem, so it is alive.
+    NotReady,
+    /// `Ready=Unknown`: the node controller stopped hearing from the kubelet.
+    Unknown,
+    /// No `Ready` condition yet (a node that never started).
+    Missing,
+}
+
+impl Readiness {
+    /// Parses a condition status (`True`, `False`, `Unknown`); `None` means no condition.
+    pub fn from_condition_status(status: Option<&str>) -> Self {
+        match status {
+            Some("True") => Readiness::Ready,
+            Some("False") => Readiness::NotReady,
+            Some(_) => Readiness::Unknown,
+            None => Readiness::Missing,
+        }
+    }
+
+    /// The word shown to users.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Readiness::Ready => "Ready",
+            Readiness::NotReady => "NotReady",
+            Readiness::Unknown => "Unknown",
+            Readiness::Missing => "NoCondition",
+        }
+    }
+}
+
+/// What is known about one node, extracted from its Node object and kubelet Lease.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeObservation {
+    pub name: String,
+    pub readiness: Readiness,
+    /// When the `Ready` condition last changed status, as written in it (by the kubelet or the
+    /// node lifecycle controller, on their clocks): shown, never compared with ours.
+    pub ready_transition: Option<Timestamp>,
+    /// The Lease's `spec.renewTime`, written by the kubelet on its clock: shown, never compared
+    /// with ours.
+    pub lease_renewed: Option<Timestamp>,
+    /// When the operator first saw the node not Ready, by its own clock (`None` while Ready, or
+    /// for a one-shot read).
+    pub not_ready_seen: Option<Timestamp>,
+    /// When the operator last saw the Lease's `renewTime` change, by its own clock (`None`
+    /// without a Lease, or for a one-shot read).
+    pub lease_seen: Option<Timestamp>,
+    /// `spec.unschedulable` (cordoned).
+    pub unschedulable: bool,
+    /// `key:effect` of each taint.
+    pub taints: Vec<String>,
+}
+
+impl NodeObservation {
+    /// Whether the node carries a taint with this key (any effect).
+    pub fn has_taint_key(&self, key: &str) -> bool {
+        self.taints.iter().any(|t| t.split_once(':').map_or(t.as_str(), |(k, _)| k) == key)
+    }
+
+    /// Whether the node carries a taint with this key and effect.
+    pub fn has_taint(&self, key: &str, effect: &str) -> bool {
+        self.taints.iter().any(|t| t.split_once(':') == Some((key, effect)))
+    }
+
+    /// How far the kubelet's clock runs behind ours (negative: ahead), as seen when its last
+    /// renewal arrived: our clock then minus the `renewTime` it wrote.
+    pub fn lease_skew(&self) -> Option<SignedDuration> {
+        Some(self.lease_seen?.duration_since(self.lease_renewed?))
+    }
+}
+
+/// What the planner keeps about one node: the observation plus what scoping needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeView {
+    pub observation: NodeObservation,
+    /// The node's labels (last known, for a deleted node).
+    pub labels: BTreeMap<String, String>,
+    /// Annotated `remediator.io/exclude: "true"`: its pods are never touched.
+    pub excluded: bool,
+    /// The Node object is gone (a tombstone kept while pods still reference it).
+    pub deleted: bool,
+}
+
+impl NodeView {
+    /// A node known only by name because pods reference it but no Node object exists.
+    pub fn deleted_unknown(name: &str) -> Self {
+        NodeView {
+            observation: NodeObservation {
+                name: name.to_string(),
+                readiness: Readiness::Missing,
+                ready_transition: None,
+                lease_renewed: None,
+                not_ready_seen: None,
+                lease_seen: None,
+                unschedulable: false,
+                taints: Vec::new(),
+            },
+            labels: BTreeMap::new(),
+            excluded: false,
+            deleted: true,
+        }
+    }
+}
+
+/// A workload as the blocked-rollout analysis needs it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorkloadView {
+    pub kind: WorkloadKind,
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    /// Deployment `strategy.type: Recreate` (always false for StatefulSets).
+    pub recreate: bool,
+    /// `spec.replicas`.
+    pub replicas: i32,
+    /// Deployment `status.updatedReplicas`: pods of the current template.
+    pub updated_replicas: i32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum WorkloadKind {
+    Deployment,
+    StatefulSet,
+}
+
+impl WorkloadKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkloadKind::Deployment => "Deployment",
+            WorkloadKind::StatefulSet => "StatefulSet",
+        }
+    }
+}
+
+/// A ReplicaSet: which Deployment controls it, and how many replicas it wants.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplicaSetView {
+    pub uid: String,
+    /// UID of the controlling Deployment.
+    pub deployment_uid: Option<String>,
+    pub replicas: i32,
+}
+
+/// A reference to a blocked workload.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct WorkloadRef {
+    pub kind: WorkloadKind,
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+}
+
+impl fmt::Display for WorkloadRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}/{}", self.kind.as_str(), self.namespace, self.name)
+    }
+}
+
+/// A pod's controlling owner reference.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OwnerRef {
+    pub kind: String,
+    pub name: String,
+    pub uid: String,
+}
+
+/// The key of per-owner budgets: one ReplicaSet, StatefulSet or Job.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct OwnerKey {
+    pub namespace: String,
+    pub kind: String,
+    pub name: String,
+}
+
+impl fmt::Display for OwnerKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}/{}", self.kind, self.namespace, self.name)
+    }
+}
+
+/// What the planner keeps about one pod. The controller only needs to pass Terminating pods
+/// (`deletion_timestamp` set); the others are ignored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodView {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    /// `spec.nodeName`; pods never scheduled are ignored.
+    pub node_name: Option<String>,
+    pub labels: BTreeMap<String, String>,
+    /// The labels of the pod's namespace, shared between the pods of one namespace.
+    pub namespace_labels: Arc<BTreeMap<String, String>>,
+    /// The owner reference with `controller: true`, if any.
+    pub owner: Option<OwnerRef>,
+    /// `metadata.deletionTimestamp`: deletion time plus grace period.
+    pub deletion_timestamp: Option<Timestamp>,
+    /// `metadata.deletionGracePeriodSeconds` (informational: already in `deletion_timestamp`).
+    pub deletion_grace_seconds: Option<i64>,
+    /// A mirror pod of a static pod (annotation `kubernetes.io/config.mirror`).
+    pub is_mirror: bool,
+    /// Mounts a PVC whose access modes include ReadWriteOnce or ReadWriteOncePod.
+    pub has_rwo_volume: bool,
+    /// Annotated `remediator.io/exclude: "true"`.
+    pub excluded: bool,
+    /// `status.phase`, for reports.
+    pub phase: Option<String>,
+    /// The Recreate Deployment or StatefulSet whose rollout this pod blocks, if any (filled by
+    /// the controller from [`crate::core::rollouts::blocked_rollouts`]).
+    pub blocks_rollout: Option<WorkloadRef>,
+}
+
+impl PodView {
+    /// The per-owner budget key; `None` for bare pods.
+    pub fn owner_key(&self) -> Option<OwnerKey> {
+        self.owner.as_ref().map(|o| OwnerKey {
+            namespace: self.namespace.clone(),
+            kind: o.kind.clone(),
+            name: o.name.clone(),
+        })
+    }
+}
+
+/// An action this policy already took (or recorded in DryRun), for rate limits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PastAction {
+    pub at: Timestamp,
+    pub owner: Option<OwnerKey>,
+}
+
+/// Everything the planner looks at.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Observed {
+    /// Nodes, including tombstones of deleted nodes still referenced by pods (`deleted: true`).
+    /// A node referenced by a pod but absent here counts as deleted, with no labels.
+    pub nodes: Vec<NodeView>,
+    /// Terminating pods (others are ignored).
+    pub pods: Vec<PodView>,
+    /// The start of the evidence window (see [`crate::core::evidence`]): when the watches last
+    /// finished a (re)list or the Lease view last resumed after a stall. `None` while evidence
+    /// is not trusted: then no node is dead and nothing is done.
+    pub watch_synced_at: Option<Timestamp>,
+    /// Why evidence is not trusted, when `watch_synced_at` is `None`.
+    pub suspended: Option<Suspension>,
+    /// This policy's actions of at least the last 60 s (older ones are ignored), with result
+    /// Done, WouldAct or Failed: attempts count towards the rate limits.
+    pub recent_actions: Vec<PastAction>,
+    /// UIDs of pods this policy already force-deleted (Enforce) or recorded as would-be
+    /// force-deleted (DryRun), in the current mode, that are still present. They are not acted on
+    /// again, so DryRun reports each pod once and moves on to the next, as Enforce would.
+    pub acted_pods: BTreeSet<String>,
+}
+
+/// Inputs for the tests of the modules that judge them.
+#[cfg(test)]
+pub mod fixtures {
+    use super::*;
+
+    /// A Terminating pod of ReplicaSet `web-1` in `default` on `node`, deleted at
+    /// 2026-01-01T00:08:00Z with a 30 s grace period.
+    pub fn pod(name: &str, node: &str) -> PodView {
+        PodView {
+            namespace: "default".into(),
+            name: name.into(),
+            uid: format!("uid-{name}"),
+            node_name: Some(node.into()),
+            labels: BTreeMap::from([("app".to_string(), "web".to_string())]),
+            namespace_labels: Arc::default(),
+            owner: Some(OwnerRef {
+                kind: "ReplicaSet".into(),
+                name: "web-1".into(),
+                uid: "rs-uid".into(),
+            }),
+            deletion_timestamp: Some("2026-01-01T00:08:00Z".parse().expect("ts")),
+            deletion_grace_seconds: Some(30),
+            is_mirror: false,
+            has_rwo_volume: false,
+            excluded: false,
+            phase: Some("Running".into()),
+            blocks_rollout: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd::{OUT_OF_SERVICE_TAINT, SHUTDOWN_TAINT};
+
+    #[test]
+    fn readiness_from_condition_status() {
+        let table = [
+            (Some("True"), Readiness::Ready),
+            (Some("False"), Readiness::NotReady),
+            (Some("Unknown"), Readiness::Unknown),
+            (Some("garbage"), Readiness::Unknown),
+            (None, Readiness::Missing),
+        ];
+        for (status, want) in table {
+            assert_eq!(Readiness::from_condition_status(status), want, "status {status:?}");
+        }
+    }
+
+    #[test]
+    fn has_taint_key_ignores_effect() {
+        let mut obs = NodeView::deleted_unknown("n").observation;
+        obs.taints = vec!["node.kubernetes.io/out-of-service:NoExecute".into(), "bare-key".into()];
+        assert!(obs.has_taint_key(OUT_OF_SERVICE_TAINT));
+        assert!(obs.has_taint_key("bare-key"));
+        assert!(!obs.has_taint_key("node.kubernetes.io"));
+        assert!(!obs.has_taint_key(SHUTDOWN_TAINT));
+    }
+}

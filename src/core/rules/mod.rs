@@ -1,0 +1,125 @@
+//! The rules: one module each, each saying which Terminating pods it applies to and with which
+//! `delayAfterGrace`. Here they are composed: for every Terminating pod on an in-scope node, the
+//! rules that apply (the shortest delay wins; none: `RuleDisabled`), then the shared release
+//! gates ([`release`]), then a verdict and, for an eligible pod, a candidate action.
+//!
+//! The candidates still have to pass the guards every destructive action shares
+//! ([`crate::core::guards`]); the plan spends those, oldest threshold first.
+
+pub mod recreate_rollouts;
+pub mod release;
+pub mod stuck_terminating;
+
+use std::collections::BTreeMap;
+
+use jiff::{SignedDuration, Timestamp};
+
+use self::release::{Gate, Release};
+use super::action::{Action, ForceDelete};
+use super::evidence::Suspension;
+use super::node::NodeSummary;
+use super::observed::{Observed, PodView};
+use super::policy::ValidatedPolicy;
+use super::verdict::{NotEligible, PodDecision, Verdict};
+
+/// Whether a rule applies to a Terminating pod, and with which `delayAfterGrace`.
+type PodRule = fn(&PodView, &ValidatedPolicy) -> Option<SignedDuration>;
+
+/// The rules that release Terminating pods.
+const POD_RULES: [PodRule; 2] = [stuck_terminating::delay, recreate_rollouts::delay];
+
+/// An eligible pod's action, waiting for the guards.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Candidate {
+    /// Its pod's index in [`Findings::decisions`], whose verdict a guard may still overturn.
+    pub decision: usize,
+    pub action: Action,
+}
+
+/// What the rules found at one instant.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Findings {
+    /// A decision for every Terminating pod on an in-scope node, in the order of the pods.
+    pub decisions: Vec<PodDecision>,
+    /// The eligible pods' actions.
+    pub candidates: Vec<Candidate>,
+    /// The future instants at which a verdict changes by time alone.
+    pub deadlines: Vec<Timestamp>,
+}
+
+/// Applies the rules to every Terminating pod of `observed` on one of the in-scope `nodes`.
+pub fn release_terminating_pods(
+    observed: &Observed,
+    nodes: &BTreeMap<&str, NodeSummary>,
+    policy: &ValidatedPolicy,
+    now: Timestamp,
+) -> Findings {
+    let mut found = Findings::default();
+    for pod in &observed.pods {
+        let (Some(deleted_at), Some(node_name)) =
+            (pod.deletion_timestamp, pod.node_name.as_deref())
+        else {
+            continue;
+        };
+        let Some(node) = nodes.get(node_name) else {
+            continue;
+        };
+        let verdict = match pod_gate(pod, node, observed, policy, deleted_at, now) {
+            Gate::Blocked(reason, deadline) => {
+                found.deadlines.extend(deadline.filter(|t| *t > now));
+                Verdict::NotEligible(reason)
+            }
+            Gate::Ready { threshold, reason, fencing_required } => {
+                let action = Action::ForceDelete(ForceDelete {
+                    namespace: pod.namespace.clone(),
+                    name: pod.name.clone(),
+                    uid: pod.uid.clone(),
+                    node: node_name.to_string(),
+                    owner: pod.owner_key(),
+                    reason,
+                    threshold,
+                    blocks_rollout: pod.blocks_rollout.clone(),
+                    lease_renewed: node.lease_renewed,
+                    fencing_required,
+                });
+                found.candidates.push(Candidate { decision: found.decisions.len(), action });
+                Verdict::Eligible
+            }
+        };
+        found.decisions.push(PodDecision {
+            namespace: pod.namespace.clone(),
+            name: pod.name.clone(),
+            uid: pod.uid.clone(),
+            node: node_name.to_string(),
+            owner: pod.owner_key(),
+            verdict,
+        });
+    }
+    found
+}
+
+/// One pod through the rules: trusted evidence first, then the rules that apply, then the shared
+/// release gates.
+fn pod_gate(
+    pod: &PodView,
+    node: &NodeSummary,
+    observed: &Observed,
+    policy: &ValidatedPolicy,
+    deleted_at: Timestamp,
+    now: Timestamp,
+) -> Gate {
+    if observed.watch_synced_at.is_none() {
+        let reason = match &observed.suspended {
+            None | Some(Suspension::NotSynced) => NotEligible::CachesNotSynced,
+            Some(other) => NotEligible::EvidenceSuspended { why: other.to_string() },
+        };
+        return Gate::Blocked(reason, None);
+    }
+    // A pod that blocks a rollout may also be released by recreateRollouts; the shorter
+    // delay of the rules that apply wins.
+    let Some(delay) = POD_RULES.iter().filter_map(|applies| applies(pod, policy)).min() else {
+        return Gate::Blocked(NotEligible::RuleDisabled, None);
+    };
+    let note = recreate_rollouts::note(pod).unwrap_or_default();
+    release::gate(pod, node, observed, policy, &Release { delay, note }, deleted_at, now)
+}
