@@ -24,8 +24,8 @@ use crate::adapters::NODE_LEASE_NAMESPACE;
 use crate::controllers::kinds::WATCHED;
 use crate::controllers::memory::PolicyMemory;
 use crate::controllers::state::{ClusterState, WatchedKind};
-use crate::core::{Action, Observed, Plan, Verdict, parse_duration, plan, validate};
-use crate::crd::RemediationPolicy;
+use crate::core::{Action, NodeState, Observed, Plan, Verdict, parse_duration, plan, validate};
+use crate::crd::{Mode, RemediationPolicy};
 use crate::{Error, Result};
 
 #[derive(Debug, clap::Args)]
@@ -280,75 +280,60 @@ fn print_tables(plans: &[PolicyPlan], now: Timestamp) {
         }
         let name = p.policy.name_any();
         let mode = p.policy.spec.mode.as_str();
-        let plan = match &p.outcome {
-            Err(reason) => {
-                println!("Policy {name} ({mode}): INVALID, not acted on: {reason}");
-                continue;
-            }
-            Ok(plan) => plan,
-        };
-        let paused = if p.policy.spec.paused { ", paused" } else { "" };
-        println!(
-            "Policy {name} ({mode}{paused}): {} nodes matched, {} unhealthy, {} dead; {} pods stuck Terminating",
-            plan.counts.matched_nodes,
-            plan.counts.unhealthy_nodes,
-            plan.counts.dead_nodes,
-            plan.counts.stuck_pods
-        );
-        println!(
-            "  circuit {}: {}",
-            if plan.circuit.open { "OPEN" } else { "closed" },
-            plan.circuit.message()
-        );
+        match &p.outcome {
+            Err(reason) => println!("Policy {name} ({mode}): INVALID, not acted on: {reason}"),
+            Ok(plan) => print_plan(p, plan, now),
+        }
+    }
+}
 
-        let unhealthy: Vec<_> =
-            plan.nodes.iter().filter(|n| n.state.as_str() != "Healthy").collect();
-        if !unhealthy.is_empty() {
-            let mut t = Table::new(["NODE", "STATE", "FENCED BY", "WHY"]);
-            for n in unhealthy {
-                t.row([
-                    n.name.clone(),
-                    n.state.as_str().to_string(),
-                    n.fenced_by.map(|f| f.describe().to_string()).unwrap_or_else(|| "-".into()),
-                    n.why.clone(),
-                ]);
-            }
-            t.print("  ");
-        }
+/// One valid policy's plan: summary, unhealthy nodes, actions, pods left alone.
+fn print_plan(p: &PolicyPlan, plan: &Plan, now: Timestamp) {
+    let (name, mode) = (p.policy.name_any(), p.policy.spec.mode);
+    let paused = if p.policy.spec.paused { ", paused" } else { "" };
+    let c = &plan.counts;
+    println!(
+        "Policy {name} ({}{paused}): {} nodes matched, {} unhealthy, {} dead; {} pods stuck Terminating",
+        mode.as_str(),
+        c.matched_nodes,
+        c.unhealthy_nodes,
+        c.dead_nodes,
+        c.stuck_pods
+    );
+    let circuit = if plan.circuit.open { "OPEN" } else { "closed" };
+    println!("  circuit {circuit}: {}", plan.circuit.message());
 
-        let verb = if p.policy.spec.mode.as_str() == "DryRun" { "WOULD (DryRun)" } else { "WILL" };
-        if plan.actions.is_empty() {
-            println!("  no action now");
-        } else {
-            let mut t = Table::new(["ACTION", "POD", "NODE", "DUE FOR", "REASON"]);
-            for Action::ForceDelete(fd) in &plan.actions {
-                t.row([
-                    format!("{verb} ForceDelete"),
-                    format!("{}/{}", fd.namespace, fd.name),
-                    fd.node.clone(),
-                    human(now.duration_since(fd.threshold)),
-                    fd.reason.clone(),
-                ]);
-            }
-            t.print("  ");
+    let mut t = Table::new(["NODE", "STATE", "FENCED BY", "WHY"]);
+    for n in plan.nodes.iter().filter(|n| n.state != NodeState::Healthy) {
+        let fenced = n.fenced_by.map(|f| f.describe().to_string()).unwrap_or_else(|| "-".into());
+        t.row([n.name.clone(), n.state.as_str().to_string(), fenced, n.why.clone()]);
+    }
+    t.print_if_any("  ");
+
+    let verb = if mode == Mode::DryRun { "WOULD (DryRun)" } else { "WILL" };
+    if plan.actions.is_empty() {
+        println!("  no action now");
+    }
+    let mut t = Table::new(["ACTION", "POD", "NODE", "DUE FOR", "REASON"]);
+    for Action::ForceDelete(fd) in &plan.actions {
+        t.row([
+            format!("{verb} ForceDelete"),
+            format!("{}/{}", fd.namespace, fd.name),
+            fd.node.clone(),
+            human(now.duration_since(fd.threshold)),
+            fd.reason.clone(),
+        ]);
+    }
+    t.print_if_any("  ");
+
+    let mut t = Table::new(["NOT ACTING ON", "NODE", "WHY NOT"]);
+    for d in &plan.decisions {
+        if let Verdict::NotEligible(why) = &d.verdict {
+            t.row([format!("{}/{}", d.namespace, d.name), d.node.clone(), why.to_string()]);
         }
-        let waiting: Vec<_> = plan
-            .decisions
-            .iter()
-            .filter_map(|d| match &d.verdict {
-                Verdict::NotEligible(why) => Some((d, why)),
-                Verdict::Eligible => None,
-            })
-            .collect();
-        if !waiting.is_empty() {
-            let mut t = Table::new(["NOT ACTING ON", "NODE", "WHY NOT"]);
-            for (d, why) in waiting {
-                t.row([format!("{}/{}", d.namespace, d.name), d.node.clone(), why.to_string()]);
-            }
-            t.print("  ");
-        }
-        if let Some(t) = plan.next_deadline {
-            println!("  next decision change in {} ({t})", human(t.duration_since(now)));
-        }
+    }
+    t.print_if_any("  ");
+    if let Some(t) = plan.next_deadline {
+        println!("  next decision change in {} ({t})", human(t.duration_since(now)));
     }
 }

@@ -97,21 +97,10 @@ pub async fn run(conn: &ConnectionArgs, args: Args) -> Result<ExitCode> {
 
     let watches = spawn_watches(client.clone(), state.clone(), trigger_tx, metrics.clone());
 
-    let instance = args.instance.or_else(|| {
+    let instance = args.instance.clone().or_else(|| {
         std::fs::read_to_string("/proc/sys/kernel/hostname").ok().map(|h| h.trim().to_string())
     });
-    let mut election = if args.leader_elect {
-        let config = leader::Config {
-            namespace: args.leader_election_namespace.unwrap_or_else(leader::default_namespace),
-            lease: args.leader_election_lease,
-            identity: leader::identity(instance.as_deref()),
-            lease_duration: Duration::from_secs(args.lease_duration),
-        };
-        LeaderElection::start(client.clone(), config, metrics.clone())
-    } else {
-        info!("leader election is off: this replica acts alone");
-        LeaderElection::disabled(&metrics)
-    };
+    let mut election = start_election(&args, client.clone(), instance.as_deref(), &metrics);
 
     // Readiness is read from the caches and the leadership when probed.
     let health = Arc::new(Health { state: state.clone(), leadership: election.subscribe() });
@@ -128,27 +117,14 @@ pub async fn run(conn: &ConnectionArgs, args: Args) -> Result<ExitCode> {
     let writer = writer.with_e2e_hold_dir(args.e2e_hold_dir);
     let ctx = Arc::new(Context::new(state, writer, metrics));
     info!(selector = args.policy_selector.as_deref().unwrap_or(""), "kube-remediator started");
-    // A follower stands by with its caches synced; the controller starts once it leads.
-    let mut controller = {
-        let (mut leadership, mut stop, mut stopped) =
-            (election.subscribe(), stop_rx.clone(), stop_rx.clone());
-        tokio::spawn(async move {
-            let leads = tokio::select! {
-                led = leadership.wait_for(Leadership::is_leader) => led.is_ok(),
-                _ = stop.wait_for(|s| *s) => return,
-            };
-            if !leads {
-                // The election ended without this replica leading: `run` handles that.
-                let _ = stop.wait_for(|s| *s).await;
-                return;
-            }
-            info!("leading: starting the policy controller");
-            policy::run(client, ctx, trigger_rx, args.policy_selector, async move {
-                let _ = stopped.wait_for(|s| *s).await;
-            })
-            .await;
-        })
-    };
+    let mut controller = tokio::spawn(controller_when_leading(
+        client,
+        ctx,
+        trigger_rx,
+        args.policy_selector,
+        election.subscribe(),
+        stop_rx.clone(),
+    ));
     let mut controller_done = false;
 
     let code = tokio::select! {
@@ -189,6 +165,51 @@ pub async fn run(conn: &ConnectionArgs, args: Args) -> Result<ExitCode> {
         w.abort();
     }
     Ok(code)
+}
+
+fn start_election(
+    args: &Args,
+    client: Client,
+    instance: Option<&str>,
+    metrics: &Arc<Metrics>,
+) -> LeaderElection {
+    if !args.leader_elect {
+        info!("leader election is off: this replica acts alone");
+        return LeaderElection::disabled(metrics);
+    }
+    let config = leader::Config {
+        namespace: args.leader_election_namespace.clone().unwrap_or_else(leader::default_namespace),
+        lease: args.leader_election_lease.clone(),
+        identity: leader::identity(instance),
+        lease_duration: Duration::from_secs(args.lease_duration),
+    };
+    LeaderElection::start(client, config, metrics.clone())
+}
+
+/// A follower stands by with its caches synced; the policy controller runs once it leads,
+/// until `stop`.
+async fn controller_when_leading(
+    client: Client,
+    ctx: Arc<Context>,
+    trigger: tokio::sync::watch::Receiver<u64>,
+    policy_selector: Option<String>,
+    mut leadership: tokio::sync::watch::Receiver<Leadership>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let leads = tokio::select! {
+        led = leadership.wait_for(Leadership::is_leader) => led.is_ok(),
+        _ = stop.wait_for(|s| *s) => return,
+    };
+    if !leads {
+        // The election ended without this replica leading: `run` handles that.
+        let _ = stop.wait_for(|s| *s).await;
+        return;
+    }
+    info!("leading: starting the policy controller");
+    policy::run(client, ctx, trigger, policy_selector, async move {
+        let _ = stop.wait_for(|s| *s).await;
+    })
+    .await;
 }
 
 /// How long running reconciles may take to finish on shutdown.

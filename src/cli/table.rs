@@ -35,6 +35,13 @@ impl<const N: usize> Table<N> {
         out
     }
 
+    /// Prints the table unless it has no rows.
+    pub fn print_if_any(&self, indent: &str) {
+        if !self.rows.is_empty() {
+            self.print(indent);
+        }
+    }
+
     pub fn print(&self, indent: &str) {
         print!("{}", self.render(indent));
     }
