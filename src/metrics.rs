@@ -8,6 +8,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use crate::core::NodeState;
+use crate::core::rollouts::{BlockCause, WorkloadKind};
 use crate::crd::{ActionKind, ActionResult, Mode};
 use crate::error::ErrorCategory;
 
@@ -29,7 +31,7 @@ pub struct DelayLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct StuckLabels {
     pub policy: String,
-    pub node_state: String,
+    pub node_state: Label<NodeState>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -39,8 +41,23 @@ pub struct PolicyLabels {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct BlockedLabels {
-    pub kind: String,
-    pub cause: String,
+    pub kind: Label<WorkloadKind>,
+    pub cause: Label<BlockCause>,
+}
+
+/// A label value from one of the core's enums, which stay free of the metrics crate: encoded
+/// by the name their `strum` derive gives them.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub struct Label<T>(pub T);
+
+impl<T: Copy + Into<&'static str>> EncodeLabelValue for Label<T> {
+    fn encode(
+        &self,
+        encoder: &mut prometheus_client::encoding::LabelValueEncoder<'_>,
+    ) -> Result<(), std::fmt::Error> {
+        let name: &'static str = self.0.into();
+        EncodeLabelValue::encode(&name, encoder)
+    }
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -207,9 +224,9 @@ impl Metrics {
     pub fn forget_policy(&self, policy: &str) {
         self.circuit_open.remove(&PolicyLabels { policy: policy.to_string() });
         self.policy_invalid.remove(&PolicyLabels { policy: policy.to_string() });
-        for state in ["Healthy", "Unhealthy", "Dead"] {
+        for state in [NodeState::Healthy, NodeState::Unhealthy, NodeState::Dead] {
             self.stuck_pods
-                .remove(&StuckLabels { policy: policy.to_string(), node_state: state.to_string() });
+                .remove(&StuckLabels { policy: policy.to_string(), node_state: Label(state) });
         }
     }
 }
@@ -246,8 +263,8 @@ mod tests {
         assert!(text.contains("kube_remediator_action_delay_seconds_bucket"), "{text}");
         m.blocked_rollouts
             .get_or_create(&BlockedLabels {
-                kind: "Deployment".into(),
-                cause: "NodeUnhealthy".into(),
+                kind: Label(WorkloadKind::Deployment),
+                cause: Label(BlockCause::NodeUnhealthy),
             })
             .set(2);
         let text = m.encode();

@@ -24,7 +24,7 @@ use crate::core::{
     Plan, blocked_rollouts_in_scope, desired_status, plan, validate,
 };
 use crate::crd::{RemediationPolicy, RemediationPolicyStatus};
-use crate::metrics::{ErrorLabels, Metrics, PolicyLabels, StuckLabels};
+use crate::metrics::{ErrorLabels, Label, Metrics, PolicyLabels, StuckLabels};
 use crate::writer::{Commit, Notice, Writer};
 use crate::{Error, Result};
 
@@ -266,10 +266,7 @@ fn export_gauges(
     for (state, count) in all.into_iter().zip(counts) {
         metrics
             .stuck_pods
-            .get_or_create(&StuckLabels {
-                policy: policy.to_string(),
-                node_state: state.as_str().to_string(),
-            })
+            .get_or_create(&StuckLabels { policy: policy.to_string(), node_state: Label(state) })
             .set(count);
     }
 }

@@ -13,7 +13,7 @@ use tracing::info;
 
 use super::watch::SharedState;
 use crate::core::rollouts::{BlockCause, BlockedRollout, WorkloadKind, WorkloadRef};
-use crate::metrics::{BlockedLabels, Metrics};
+use crate::metrics::{BlockedLabels, Label, Metrics};
 use crate::writer::Writer;
 
 /// What was last reported for a workload: its blocking pods and their causes.
@@ -68,10 +68,7 @@ async fn report(
             let n = counts.get(&(kind, cause)).copied().unwrap_or(0);
             metrics
                 .blocked_rollouts
-                .get_or_create(&BlockedLabels {
-                    kind: kind.as_str().into(),
-                    cause: cause.as_str().into(),
-                })
+                .get_or_create(&BlockedLabels { kind: Label(kind), cause: Label(cause) })
                 .set(n);
         }
     }

@@ -31,7 +31,7 @@ fn skew_note(skew: Option<SignedDuration>) -> String {
 }
 
 /// A node's state as far as remediation is concerned.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, strum::IntoStaticStr)]
 pub enum NodeState {
     /// `Ready=True`.
     Healthy,
@@ -43,11 +43,7 @@ pub enum NodeState {
 
 impl NodeState {
     pub fn as_str(self) -> &'static str {
-        match self {
-            NodeState::Healthy => "Healthy",
-            NodeState::Unhealthy => "Unhealthy",
-            NodeState::Dead => "Dead",
-        }
+        self.into()
     }
 }
 

@@ -137,7 +137,7 @@ pub struct WorkloadView {
     pub updated_replicas: i32,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, strum::IntoStaticStr)]
 pub enum WorkloadKind {
     Deployment,
     StatefulSet,
@@ -145,10 +145,7 @@ pub enum WorkloadKind {
 
 impl WorkloadKind {
     pub fn as_str(self) -> &'static str {
-        match self {
-            WorkloadKind::Deployment => "Deployment",
-            WorkloadKind::StatefulSet => "StatefulSet",
-        }
+        self.into()
     }
 }
 

@@ -14,7 +14,7 @@ use super::observed::PodView;
 pub use super::observed::{ReplicaSetView, WorkloadKind, WorkloadRef, WorkloadView};
 
 /// Why a blocking pod is still there.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, strum::IntoStaticStr)]
 pub enum BlockCause {
     /// Still within its termination grace period: nothing is wrong yet.
     InGrace,
@@ -27,11 +27,7 @@ pub enum BlockCause {
 
 impl BlockCause {
     pub fn as_str(self) -> &'static str {
-        match self {
-            BlockCause::InGrace => "InGrace",
-            BlockCause::NodeUnhealthy => "NodeUnhealthy",
-            BlockCause::LiveNodeStuck => "LiveNodeStuck",
-        }
+        self.into()
     }
 
     pub fn describe(self) -> &'static str {

@@ -1,0 +1,364 @@
+//! `chart-rbac`: the chart's ClusterRole and Roles grant exactly [`NEEDED`], the table of what the
+//! code calls, to the chart's ServiceAccount alone, without wildcards. [`needed`] and
+//! [`refused`] are also what `chart-install` asks the API server about.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use anyhow::{Context, Result, bail, ensure};
+use kube_remediator::adapters::NODE_LEASE_NAMESPACE;
+use serde_json::{Value, json};
+
+use super::{Helm, LEADER_LEASE, documents, of_kind, one, str_at, strings};
+
+// ----- What the code needs from the API server ---------------------------------------------
+
+/// Where a grant applies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Scope {
+    /// Every namespace, and cluster-scoped objects: the ClusterRole.
+    Cluster,
+    /// The kubelets' Lease namespace (`kube-node-lease`): a Role there.
+    NodeLeases,
+    /// The release namespace: a Role there.
+    Release,
+}
+
+/// Some verbs on one resource, in one scope, and the code that calls them.
+struct Need {
+    scope: Scope,
+    group: &'static str,
+    /// `resource` or `resource/subresource`.
+    resource: &'static str,
+    /// Object names the grant is limited to; empty for any.
+    names: &'static [&'static str],
+    verbs: &'static [&'static str],
+    /// The code that calls them (shown when a grant is missing).
+    why: &'static str,
+}
+
+/// Everything kube-remediator asks the API server for: the single source of truth the chart's
+/// ClusterRole and Roles are checked against (`chart-rbac`), and that the installed chart is
+/// proven to grant (`chart-install`). A change in what the code calls changes this table, then
+/// the chart.
+const NEEDED: &[Need] = &[
+    Need {
+        scope: Scope::Cluster,
+        group: "",
+        resource: "nodes",
+        names: &[],
+        verbs: &["get", "list", "watch"],
+        why: "the node watch (controllers/watch.rs, cli/run.rs preflight); the writer re-reads \
+              the pod's node just before a force delete (writer/mod.rs)",
+    },
+    Need {
+        scope: Scope::Cluster,
+        group: "",
+        resource: "pods",
+        names: &[],
+        verbs: &["get", "list", "watch", "delete"],
+        why: "the pod watch; the writer re-reads the pod, then deletes it with grace 0 and a UID \
+              precondition",
+    },
+    Need {
+        scope: Scope::Cluster,
+        group: "",
+        resource: "namespaces",
+        names: &[],
+        verbs: &["list", "watch"],
+        why: "namespace labels for namespaceSelector (the namespace watch)",
+    },
+    Need {
+        scope: Scope::Cluster,
+        group: "",
+        resource: "persistentvolumeclaims",
+        names: &[],
+        verbs: &["list", "watch"],
+        why: "claim access modes for requireFencingFor: [ReadWriteOnce] (the claim watch)",
+    },
+    Need {
+        scope: Scope::Cluster,
+        group: "apps",
+        resource: "deployments",
+        names: &[],
+        verbs: &["list", "watch"],
+        why: "Recreate rollouts blocked by Terminating pods (controllers/rollouts.rs)",
+    },
+    Need {
+        scope: Scope::Cluster,
+        group: "apps",
+        resource: "statefulsets",
+        names: &[],
+        verbs: &["list", "watch"],
+        why: "StatefulSets blocked by a Terminating pod (controllers/rollouts.rs)",
+    },
+    Need {
+        scope: Scope::Cluster,
+        group: "apps",
+        resource: "replicasets",
+        names: &[],
+        verbs: &["list", "watch"],
+        why: "which Deployment owns a Terminating pod's ReplicaSet, and whether it is scaled down",
+    },
+    Need {
+        scope: Scope::NodeLeases,
+        group: "coordination.k8s.io",
+        resource: "leases",
+        names: &[],
+        verbs: &["list", "watch"],
+        why: "kubelet heartbeats (renewTime): the Lease watch in kube-node-lease",
+    },
+    Need {
+        scope: Scope::Cluster,
+        group: "remediator.io",
+        resource: "remediationpolicies",
+        names: &[],
+        verbs: &["get", "list", "watch"],
+        why: "the policy controller's watch (controllers/policy.rs), `plan`, the CRD preflight",
+    },
+    Need {
+        scope: Scope::Cluster,
+        group: "remediator.io",
+        resource: "remediationpolicies/status",
+        names: &[],
+        verbs: &["patch"],
+        why: "Writer::patch_status (merge patch of the status subresource)",
+    },
+    Need {
+        scope: Scope::Cluster,
+        group: "events.k8s.io",
+        resource: "events",
+        names: &[],
+        verbs: &["create", "patch"],
+        why: "kube's events::Recorder: create, then patch a repeated Event into a series",
+    },
+    Need {
+        scope: Scope::Release,
+        group: "coordination.k8s.io",
+        resource: "leases",
+        names: &[],
+        verbs: &["create"],
+        why: "leader election (src/leader.rs, leaderElection.enabled): the first replica \
+              creates the Lease; create cannot be limited to a name",
+    },
+    Need {
+        scope: Scope::Release,
+        group: "coordination.k8s.io",
+        resource: "leases",
+        names: &[LEADER_LEASE],
+        verbs: &["get", "update"],
+        why: "leader election (src/leader.rs): every round reads the one Lease; renewal, \
+              takeover and release are updates (PUT) carrying the resourceVersion just read",
+    },
+];
+
+/// One verb on one resource (and name) in one scope.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) struct Grant {
+    pub(super) scope: Scope,
+    pub(super) group: String,
+    pub(super) resource: String,
+    /// Empty for any name.
+    pub(super) name: String,
+    pub(super) verb: String,
+}
+
+impl std::fmt::Display for Grant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let group = if self.group.is_empty() { "core" } else { &self.group };
+        write!(f, "{:?}: {} {group}/{}", self.scope, self.verb, self.resource)?;
+        if !self.name.is_empty() {
+            write!(f, " named {}", self.name)?;
+        }
+        Ok(())
+    }
+}
+
+fn grant(scope: Scope, group: &str, resource: &str, name: &str, verb: &str) -> Grant {
+    Grant {
+        scope,
+        group: group.into(),
+        resource: resource.into(),
+        name: name.into(),
+        verb: verb.into(),
+    }
+}
+
+/// [`NEEDED`] as single grants, each with why the code needs it; without the leader-election
+/// Lease unless `leader_election`.
+pub(super) fn needed(leader_election: bool) -> BTreeMap<Grant, &'static str> {
+    NEEDED
+        .iter()
+        .filter(|n| leader_election || n.scope != Scope::Release)
+        .flat_map(|n| {
+            let names: Vec<&str> = if n.names.is_empty() { vec![""] } else { n.names.to_vec() };
+            names.into_iter().flat_map(move |name| {
+                n.verbs
+                    .iter()
+                    .map(move |verb| (grant(n.scope, n.group, n.resource, name, verb), n.why))
+            })
+        })
+        .collect()
+}
+
+/// Requests kube-remediator must be refused (`chart-install` asks the API server).
+pub(super) fn refused() -> Vec<Grant> {
+    use Scope::*;
+    let g = grant;
+    vec![
+        // It never reads Secrets, least of all Helm's release Secrets in its own namespace.
+        g(Cluster, "", "secrets", "", "list"),
+        g(Cluster, "", "secrets", "", "get"),
+        g(Cluster, "", "secrets", "", "watch"),
+        g(Release, "", "secrets", "", "list"),
+        g(Release, "", "secrets", "", "get"),
+        g(Release, "", "configmaps", "", "get"),
+        // It never changes nodes (cordon, taints and deletion are not in this release).
+        g(Cluster, "", "nodes", "", "delete"),
+        g(Cluster, "", "nodes", "", "patch"),
+        g(Cluster, "", "nodes", "", "update"),
+        g(Cluster, "", "nodes/status", "", "patch"),
+        // Pods: read and force-delete only.
+        g(Cluster, "", "pods", "", "create"),
+        g(Cluster, "", "pods", "", "patch"),
+        g(Cluster, "", "pods", "", "update"),
+        g(Cluster, "", "pods/eviction", "", "create"),
+        g(Cluster, "", "pods/exec", "", "create"),
+        // Policies are the users' to write; the operator writes only their status.
+        g(Cluster, "remediator.io", "remediationpolicies", "", "create"),
+        g(Cluster, "remediator.io", "remediationpolicies", "", "update"),
+        g(Cluster, "remediator.io", "remediationpolicies", "", "patch"),
+        g(Cluster, "remediator.io", "remediationpolicies", "", "delete"),
+        g(Cluster, "remediator.io", "remediationpolicies/status", "", "update"),
+        // Leases: kubelets' read-only, and only the one leader Lease writable.
+        g(Cluster, "coordination.k8s.io", "leases", "", "list"),
+        g(NodeLeases, "coordination.k8s.io", "leases", "", "get"),
+        g(NodeLeases, "coordination.k8s.io", "leases", "", "update"),
+        g(NodeLeases, "coordination.k8s.io", "leases", "", "patch"),
+        g(NodeLeases, "coordination.k8s.io", "leases", "", "delete"),
+        g(Release, "coordination.k8s.io", "leases", "", "list"),
+        g(Release, "coordination.k8s.io", "leases", "", "delete"),
+        g(Release, "coordination.k8s.io", "leases", "someone-else", "update"),
+        g(Release, "coordination.k8s.io", "leases", LEADER_LEASE, "patch"),
+        g(Release, "coordination.k8s.io", "leases", LEADER_LEASE, "delete"),
+        g(Release, "coordination.k8s.io", "leases", LEADER_LEASE, "watch"),
+        // Events: events.k8s.io only, never deleted.
+        g(Cluster, "events.k8s.io", "events", "", "delete"),
+        g(Cluster, "", "events", "", "create"),
+        // No way to become someone else.
+        g(Cluster, "", "serviceaccounts/token", "", "create"),
+        g(Cluster, "", "users", "", "impersonate"),
+        g(Cluster, "rbac.authorization.k8s.io", "clusterroles", "", "bind"),
+        g(Cluster, "rbac.authorization.k8s.io", "clusterroles", "", "escalate"),
+        g(Cluster, "apps", "deployments", "", "update"),
+    ]
+}
+
+// ----- chart-rbac --------------------------------------------------------------------------------
+
+pub(super) fn rbac_is_exactly_what_the_code_needs() -> Result<()> {
+    let helm = Helm::new()?;
+    let namespace = "remediator-system";
+    for (leader_election, extra) in [
+        (true, vec!["--set", "serviceAccount.name=remediator"]),
+        (false, vec!["--set", "leaderElection.enabled=false"]),
+    ] {
+        let docs = documents(&helm.template("rbac", namespace, &extra)?)?;
+        let granted =
+            chart_grants(&docs, namespace).with_context(|| format!("with {}", extra.join(" ")))?;
+        let want = needed(leader_election);
+        let missing: Vec<String> = want
+            .iter()
+            .filter(|(g, _)| !granted.contains(g))
+            .map(|(g, why)| format!("{g} ({why})"))
+            .collect();
+        let extra_grants: Vec<String> =
+            granted.iter().filter(|g| !want.contains_key(g)).map(Grant::to_string).collect();
+        ensure!(
+            missing.is_empty() && extra_grants.is_empty(),
+            "the chart's RBAC ({}) differs from NEEDED in tests/e2e/chart/rbac.rs:\n  \
+             the code needs, the chart does not grant: {missing:#?}\n  \
+             the chart grants, the code does not need: {extra_grants:#?}",
+            extra.join(" ")
+        );
+    }
+    Ok(())
+}
+
+/// What the rendered ClusterRoles and Roles grant the chart's ServiceAccount, through their
+/// bindings. Fails on wildcards, unbound roles, and bindings to anyone else.
+fn chart_grants(docs: &[Value], namespace: &str) -> Result<BTreeSet<Grant>> {
+    let sa = one(docs, "ServiceAccount")?;
+    let sa_name = str_at(sa, "/metadata/name");
+    let deploy = one(docs, "Deployment")?;
+    ensure!(
+        str_at(deploy, "/spec/template/spec/serviceAccountName") == sa_name,
+        "the pods do not run as ServiceAccount {sa_name}"
+    );
+    let want_subject =
+        json!([{ "kind": "ServiceAccount", "name": sa_name, "namespace": namespace }]);
+
+    let mut grants = BTreeSet::new();
+    let mut bound = BTreeSet::new();
+    for (binding_kind, role_kind) in
+        [("ClusterRoleBinding", "ClusterRole"), ("RoleBinding", "Role")]
+    {
+        for binding in of_kind(docs, binding_kind) {
+            let binding_ns = str_at(binding, "/metadata/namespace");
+            let name = str_at(binding, "/metadata/name");
+            ensure!(
+                binding["subjects"] == want_subject,
+                "{binding_kind} {name} binds {}, not the ServiceAccount alone",
+                binding["subjects"]
+            );
+            ensure!(
+                str_at(binding, "/roleRef/kind") == role_kind,
+                "{binding_kind} {name} refers to a {}",
+                str_at(binding, "/roleRef/kind")
+            );
+            let role_name = str_at(binding, "/roleRef/name");
+            let role = of_kind(docs, role_kind)
+                .into_iter()
+                .find(|r| {
+                    str_at(r, "/metadata/name") == role_name
+                        && str_at(r, "/metadata/namespace") == binding_ns
+                })
+                .with_context(|| format!("{binding_kind} {name}: no {role_kind} {role_name}"))?;
+            bound.insert((role_kind, binding_ns.to_string(), role_name.to_string()));
+            let scope = match (role_kind, binding_ns) {
+                ("ClusterRole", _) => Scope::Cluster,
+                (_, ns) if ns == NODE_LEASE_NAMESPACE => Scope::NodeLeases,
+                (_, ns) if ns == namespace => Scope::Release,
+                (_, ns) => bail!("Role {role_name} in unexpected namespace {ns:?}"),
+            };
+            for rule in role["rules"].as_array().into_iter().flatten() {
+                ensure!(rule.get("nonResourceURLs").is_none(), "{role_name}: {rule}");
+                let names = strings(&rule["resourceNames"]);
+                let names = if names.is_empty() { vec![String::new()] } else { names };
+                for group in strings(&rule["apiGroups"]) {
+                    for resource in strings(&rule["resources"]) {
+                        for verb in strings(&rule["verbs"]) {
+                            ensure!(
+                                ![&group, &resource, &verb].iter().any(|s| s.contains('*')),
+                                "{role_kind} {role_name} has a wildcard: {rule}"
+                            );
+                            for name in &names {
+                                grants.insert(grant(scope, &group, &resource, name, &verb));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    for kind in ["ClusterRole", "Role"] {
+        for role in of_kind(docs, kind) {
+            let key = (
+                kind,
+                str_at(role, "/metadata/namespace").to_string(),
+                str_at(role, "/metadata/name").to_string(),
+            );
+            ensure!(bound.contains(&key), "{kind} {} is bound to nobody", key.2);
+        }
+    }
+    Ok(grants)
+}
