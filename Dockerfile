@@ -6,7 +6,7 @@
 #   docker build -t kube-remediator:0.1.0 .
 #
 # tools/test builds the same binary with the same command when KUBE_REMEDIATOR_RELEASE_BUILD=1
-# (no container engine needed), and tests/e2e/chart.rs (chart-dockerfile) keeps this file in
+# (no container engine needed), and tests/e2e/chart/dockerfile.rs (chart-dockerfile) keeps this file in
 # step with the Helm chart (user, port, binary path).
 
 # At least Cargo.toml's rust-version.

@@ -173,14 +173,17 @@ pub fn summarize_node(
     if now >= dead_at {
         summary(NodeState::Dead, Some(dead_at), format!("dead since {dead_at}: {facts}"), None)
     } else {
-        let waits = waits(policy, not_ready_due, lease_due, now);
-        let alive = if held_alive.is_some() { "alive: its kubelet answers; " } else { "" };
-        summary(
-            NodeState::Unhealthy,
-            Some(dead_at),
-            format!("{alive}{facts}; waiting for {waits}"),
-            held_alive,
-        )
+        let why = if held_alive.is_some() {
+            // Not a countdown: each renewal moves it on.
+            format!(
+                "alive: its kubelet answers; {facts}; dead only if no renewal arrives for \
+                 leaseStaleFor {} (not before {dead_at})",
+                format_duration(policy.lease_stale_for)
+            )
+        } else {
+            format!("{facts}; waiting for {}", waits(policy, not_ready_due, lease_due, now))
+        };
+        summary(NodeState::Unhealthy, Some(dead_at), why, held_alive)
     }
 }
 

@@ -9,6 +9,7 @@ mod support;
 
 mod chart;
 mod control_plane;
+mod faults;
 mod fixtures;
 mod leader;
 mod operator_errors;
@@ -19,10 +20,14 @@ mod stuck_terminating;
 fn main() {
     let mut args = libtest_mimic::Arguments::from_args();
     // The tests mostly wait on the control plane, so run more of them than there are cores.
+    // Fault trials queued behind another on their own control plane only wait for its lock:
+    // they get threads of their own rather than taking them from the other tests.
     if args.test_threads.is_none() {
-        args.test_threads = Some(6);
+        args.test_threads = Some(6 + faults::QUEUED_FAULT_TRIALS);
     }
+    // The fault tests first: their stalls are the longest trials of the run.
     let trials: Vec<_> = [
+        faults::trials(),
         control_plane::trials(),
         policy_validation::trials(),
         stuck_terminating::trials(),
@@ -35,6 +40,6 @@ fn main() {
     .flatten()
     .collect();
     let conclusion = libtest_mimic::run(&args, trials);
-    support::stop_shared_cluster();
+    support::stop_clusters();
     conclusion.exit();
 }

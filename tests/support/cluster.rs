@@ -26,6 +26,62 @@ pub const NODE_LEASE_SECONDS: u32 = 10;
 pub const NODE_MONITOR_GRACE_SECONDS: u32 = 10;
 /// Default NoExecute tolerations for not-ready/unreachable nodes (the upstream default is 300).
 pub const DEFAULT_TOLERATION_SECONDS: u32 = 5;
+/// The kubelet's default Lease duration (it renews every quarter of it, 10 s), used by the
+/// production-like control plane.
+pub const KUBELET_LEASE_SECONDS: u32 = 40;
+
+/// How a control plane is configured. [`ClusterOptions::tests`] (the default) makes nodes die
+/// fast and keeps PodGC out of the way; [`ClusterOptions::production_like`] runs what users
+/// run, for the fault tests.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterOptions {
+    /// Run PodGC (the pod-garbage-collector controller).
+    pub pod_gc: bool,
+    /// kube-controller-manager's `--node-eviction-rate` and `--secondary-node-eviction-rate`
+    /// (nodes per second); `None` keeps the upstream defaults (0.1 and 0.01).
+    pub node_eviction_rate: Option<u32>,
+    /// kube-controller-manager's `--node-monitor-grace-period` in seconds; `None` keeps the
+    /// upstream default.
+    pub node_monitor_grace_seconds: Option<u32>,
+    /// The API server's default not-ready/unreachable toleration seconds; `None` keeps the
+    /// upstream default (300).
+    pub default_toleration_seconds: Option<u32>,
+    /// kwok's `--node-lease-duration-seconds` (it renews every quarter of it).
+    pub node_lease_seconds: u32,
+}
+
+impl ClusterOptions {
+    /// The shared control plane of the tests: dead nodes are noticed and tainted within
+    /// seconds, evicted pods become Terminating 5 s later, and PodGC never races the operator.
+    pub fn tests() -> ClusterOptions {
+        ClusterOptions {
+            pod_gc: false,
+            node_eviction_rate: Some(100),
+            node_monitor_grace_seconds: Some(NODE_MONITOR_GRACE_SECONDS),
+            default_toleration_seconds: Some(DEFAULT_TOLERATION_SECONDS),
+            node_lease_seconds: NODE_LEASE_SECONDS,
+        }
+    }
+
+    /// What users run: PodGC on, the default eviction rates, grace period and tolerations, and
+    /// the kubelet's 40 s Lease. Only `--node-monitor-period=1s` stays (it only makes the node
+    /// lifecycle controller look more often, not judge differently).
+    pub fn production_like() -> ClusterOptions {
+        ClusterOptions {
+            pod_gc: true,
+            node_eviction_rate: None,
+            node_monitor_grace_seconds: None,
+            default_toleration_seconds: None,
+            node_lease_seconds: KUBELET_LEASE_SECONDS,
+        }
+    }
+}
+
+impl Default for ClusterOptions {
+    fn default() -> ClusterOptions {
+        ClusterOptions::tests()
+    }
+}
 
 /// Where the control-plane binaries are, and the kwok stage file.
 #[derive(Clone, Debug)]
@@ -76,7 +132,8 @@ pub struct AuditEntry {
     pub subresource: Option<String>,
     pub namespace: Option<String>,
     pub name: Option<String>,
-    pub code: Option<i64>,
+    /// When the API server received the request (`requestReceivedTimestamp`).
+    pub received: Option<jiff::Timestamp>,
 }
 
 struct Proc {
@@ -91,7 +148,6 @@ pub struct Cluster {
     pub kubeconfig: PathBuf,
     /// Kubeconfig of the operator's own identity ([`super::pki::OPERATOR_USER`]).
     pub operator_kubeconfig: PathBuf,
-    pub server: String,
     /// The API server's audit log (writes only, Metadata level), to prove who changed what.
     pub audit_log: PathBuf,
     pub bin: TestBin,
@@ -100,9 +156,15 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// Starts every component and waits until the API server serves, the controller manager has
-    /// created the default ServiceAccount, and kwok runs. `dir` receives logs and credentials.
+    /// Starts every component with the tests' settings ([`ClusterOptions::tests`]) and waits
+    /// until the API server serves, the controller manager has created the default
+    /// ServiceAccount, and kwok runs. `dir` receives logs and credentials.
     pub async fn start(dir: &Path) -> Result<Cluster> {
+        Self::start_with(dir, ClusterOptions::tests()).await
+    }
+
+    /// Like [`Cluster::start`], configured by `options`.
+    pub async fn start_with(dir: &Path, options: ClusterOptions) -> Result<Cluster> {
         let started = Instant::now();
         let bin = TestBin::locate()?;
         for name in ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"]
@@ -139,7 +201,6 @@ impl Cluster {
             dir: dir.to_path_buf(),
             kubeconfig: kubeconfig.clone(),
             operator_kubeconfig,
-            server: server.clone(),
             audit_log: audit_log.clone(),
             bin: bin.clone(),
             etcd_data: etcd_data.clone(),
@@ -162,33 +223,35 @@ impl Cluster {
         )?;
 
         let p = |path: &Path| path.display().to_string();
-        cluster.spawn(
-            "kube-apiserver",
-            &[
-                format!("--etcd-servers=http://127.0.0.1:{etcd_client}"),
-                "--bind-address=127.0.0.1".into(),
-                "--advertise-address=127.0.0.1".into(),
-                format!("--secure-port={apiserver_port}"),
-                format!("--tls-cert-file={}", p(&pki.serving_cert)),
-                format!("--tls-private-key-file={}", p(&pki.serving_key)),
-                format!("--client-ca-file={}", p(&pki.ca_cert)),
-                "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
-                format!("--service-account-key-file={}", p(&pki.service_account_pub)),
-                format!("--service-account-signing-key-file={}", p(&pki.service_account_key)),
-                "--service-cluster-ip-range=10.96.0.0/16".into(),
-                "--authorization-mode=Node,RBAC".into(),
-                // The kubernetes Service's endpoints would point at loopback, which the API
-                // rejects; nothing in the tests needs them.
-                "--endpoint-reconciler-type=none".into(),
-                format!("--default-not-ready-toleration-seconds={DEFAULT_TOLERATION_SECONDS}"),
-                format!("--default-unreachable-toleration-seconds={DEFAULT_TOLERATION_SECONDS}"),
-                format!("--audit-policy-file={}", p(&audit_policy)),
-                format!("--audit-log-path={}", p(&audit_log)),
-                "--audit-log-maxsize=1000".into(),
-                "--profiling=false".into(),
-                "--v=1".into(),
-            ],
-        )?;
+        let mut apiserver_args: Vec<String> = vec![
+            format!("--etcd-servers=http://127.0.0.1:{etcd_client}"),
+            "--bind-address=127.0.0.1".into(),
+            "--advertise-address=127.0.0.1".into(),
+            format!("--secure-port={apiserver_port}"),
+            format!("--tls-cert-file={}", p(&pki.serving_cert)),
+            format!("--tls-private-key-file={}", p(&pki.serving_key)),
+            format!("--client-ca-file={}", p(&pki.ca_cert)),
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
+            format!("--service-account-key-file={}", p(&pki.service_account_pub)),
+            format!("--service-account-signing-key-file={}", p(&pki.service_account_key)),
+            "--service-cluster-ip-range=10.96.0.0/16".into(),
+            "--authorization-mode=Node,RBAC".into(),
+            // The kubernetes Service's endpoints would point at loopback, which the API
+            // rejects; nothing in the tests needs them.
+            "--endpoint-reconciler-type=none".into(),
+            format!("--audit-policy-file={}", p(&audit_policy)),
+            format!("--audit-log-path={}", p(&audit_log)),
+            "--audit-log-maxsize=1000".into(),
+            "--profiling=false".into(),
+            "--v=1".into(),
+        ];
+        if let Some(seconds) = options.default_toleration_seconds {
+            apiserver_args.extend([
+                format!("--default-not-ready-toleration-seconds={seconds}"),
+                format!("--default-unreachable-toleration-seconds={seconds}"),
+            ]);
+        }
+        cluster.spawn("kube-apiserver", &apiserver_args)?;
 
         let client = cluster.client().await?;
         wait_for("the API server to serve the default namespace", Duration::from_secs(90), || {
@@ -198,29 +261,33 @@ impl Cluster {
         .await?;
 
         let kc = p(&kubeconfig);
-        cluster.spawn(
-            "kube-controller-manager",
-            &[
-                format!("--kubeconfig={kc}"),
-                format!("--authentication-kubeconfig={kc}"),
-                format!("--authorization-kubeconfig={kc}"),
-                "--bind-address=127.0.0.1".into(),
-                format!("--secure-port={}", free_port()?),
-                "--leader-elect=false".into(),
-                "--node-monitor-period=1s".into(),
-                format!("--node-monitor-grace-period={NODE_MONITOR_GRACE_SECONDS}s"),
-                // Taint dead nodes at once instead of one node per zone every 10 s.
-                "--node-eviction-rate=100".into(),
-                "--secondary-node-eviction-rate=100".into(),
-                format!("--root-ca-file={}", p(&pki.ca_cert)),
-                format!("--service-account-private-key-file={}", p(&pki.service_account_key)),
-                // PodGC force-deletes pods of deleted or out-of-service nodes; the tests must
-                // show what kube-remediator does, not race PodGC.
-                "--controllers=*,-pod-garbage-collector-controller".into(),
-                "--profiling=false".into(),
-                "--v=1".into(),
-            ],
-        )?;
+        let mut kcm_args: Vec<String> = vec![
+            format!("--kubeconfig={kc}"),
+            format!("--authentication-kubeconfig={kc}"),
+            format!("--authorization-kubeconfig={kc}"),
+            "--bind-address=127.0.0.1".into(),
+            format!("--secure-port={}", free_port()?),
+            "--leader-elect=false".into(),
+            "--node-monitor-period=1s".into(),
+            format!("--root-ca-file={}", p(&pki.ca_cert)),
+            format!("--service-account-private-key-file={}", p(&pki.service_account_key)),
+            "--profiling=false".into(),
+            "--v=1".into(),
+        ];
+        if let Some(seconds) = options.node_monitor_grace_seconds {
+            kcm_args.push(format!("--node-monitor-grace-period={seconds}s"));
+        }
+        if let Some(rate) = options.node_eviction_rate {
+            // E.g. taint dead nodes at once instead of one node per zone every 10 s.
+            kcm_args.push(format!("--node-eviction-rate={rate}"));
+            kcm_args.push(format!("--secondary-node-eviction-rate={rate}"));
+        }
+        if !options.pod_gc {
+            // PodGC force-deletes pods of deleted or out-of-service nodes; the tests must show
+            // what kube-remediator does, not race PodGC.
+            kcm_args.push("--controllers=*,-pod-garbage-collector-controller".into());
+        }
+        cluster.spawn("kube-controller-manager", &kcm_args)?;
         cluster.spawn(
             "kube-scheduler",
             &[
@@ -241,7 +308,7 @@ impl Cluster {
                 format!("--config={}", p(&bin.path("kwok-stages.yaml"))),
                 "--manage-all-nodes=false".into(),
                 format!("--manage-nodes-with-label-selector={ALIVE_LABEL}=true"),
-                format!("--node-lease-duration-seconds={NODE_LEASE_SECONDS}"),
+                format!("--node-lease-duration-seconds={}", options.node_lease_seconds),
                 format!("--server-address=127.0.0.1:{}", free_port()?),
                 "--node-ip=127.0.0.1".into(),
                 "--cidr=10.244.0.0/16".into(),
@@ -262,8 +329,9 @@ impl Cluster {
         .await?;
         cluster.check_alive()?;
         eprintln!(
-            "[cluster] control plane ready at {server} in {:.1}s (logs: {})",
+            "[cluster] control plane ready at {server} in {:.1}s ({}; logs: {})",
             started.elapsed().as_secs_f64(),
+            if options == ClusterOptions::tests() { "test settings" } else { "production-like" },
             dir.display()
         );
         Ok(cluster)
@@ -292,10 +360,49 @@ impl Cluster {
                     subresource: s("/objectRef/subresource"),
                     namespace: s("/objectRef/namespace"),
                     name: s("/objectRef/name"),
-                    code: v.pointer("/responseStatus/code").and_then(|c| c.as_i64()),
+                    received: s("/requestReceivedTimestamp").and_then(|t| t.parse().ok()),
                 }
             })
             .collect())
+    }
+
+    /// The DELETEs of the pod `namespace/name` sent by the operator's user
+    /// ([`super::pki::OPERATOR_USER`]), oldest first, whatever their outcome.
+    pub fn operator_pod_deletes(&self, namespace: &str, name: &str) -> Result<Vec<AuditEntry>> {
+        Ok(self
+            .audit_writes()?
+            .into_iter()
+            .filter(|e| {
+                e.user == super::pki::OPERATOR_USER
+                    && e.verb == "delete"
+                    && e.resource == "pods"
+                    && e.subresource.is_none()
+                    && e.namespace.as_deref() == Some(namespace)
+                    && e.name.as_deref() == Some(name)
+            })
+            .collect())
+    }
+
+    /// Stalls a component (`etcd`, `kube-apiserver`, ...) with SIGSTOP, as a process that stops
+    /// being scheduled (a VM paused, a disk that hangs fsync): its sockets stay open and
+    /// silent. It runs again when the returned [`Stall`] is resumed or dropped.
+    pub fn stall(&self, component: &str) -> Result<Stall> {
+        let mut procs = self.procs.lock().unwrap_or_else(|e| e.into_inner());
+        let proc = procs
+            .iter_mut()
+            .find(|p| p.name == component)
+            .with_context(|| format!("no component named {component}"))?;
+        if let Some(status) = proc.child.try_wait()? {
+            bail!("cannot stall {component}: it exited ({status})");
+        }
+        let pid = proc.child.id();
+        signal(pid, "STOP")?;
+        let stall = Stall { component: proc.name, pid, since: Instant::now(), resumed: false };
+        eprintln!(
+            "[cluster] {component} (pid {pid}) stalled (SIGSTOP) at {}",
+            jiff::Timestamp::now()
+        );
+        Ok(stall)
     }
 
     /// Fails when a component has exited, naming it and pointing at its log.
@@ -318,6 +425,8 @@ impl Cluster {
         let mut procs = self.procs.lock().unwrap_or_else(|e| e.into_inner());
         while let Some(mut proc) = procs.pop() {
             let pid = proc.child.id().to_string();
+            // A stalled component would not act on SIGTERM before SIGCONT.
+            let _ = Command::new("kill").args(["-CONT", &pid]).status();
             let _ = Command::new("kill").args(["-TERM", &pid]).status();
             let deadline = Instant::now() + Duration::from_secs(5);
             while Instant::now() < deadline {
@@ -356,6 +465,58 @@ impl Drop for Cluster {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// A component stopped by [`Cluster::stall`]. [`Stall::resume`] sends SIGCONT; dropping an
+/// unresumed stall does too, so a failing test never leaves etcd stopped.
+pub struct Stall {
+    component: &'static str,
+    pid: u32,
+    since: Instant,
+    resumed: bool,
+}
+
+impl Stall {
+    /// Lets the component run again (SIGCONT); returns the instant it was resumed (just after
+    /// the signal was delivered).
+    pub fn resume(mut self) -> Result<jiff::Timestamp> {
+        self.resumed = true;
+        self.cont()
+    }
+
+    fn cont(&self) -> Result<jiff::Timestamp> {
+        signal(self.pid, "CONT")?;
+        let now = jiff::Timestamp::now();
+        eprintln!(
+            "[cluster] {} (pid {}) resumed (SIGCONT) at {now} after {:.1}s",
+            self.component,
+            self.pid,
+            self.since.elapsed().as_secs_f64()
+        );
+        Ok(now)
+    }
+}
+
+impl Drop for Stall {
+    fn drop(&mut self) {
+        if !self.resumed
+            && let Err(e) = self.cont()
+        {
+            eprintln!("[cluster] cannot resume {} (pid {}): {e:#}", self.component, self.pid);
+        }
+    }
+}
+
+/// Sends `SIG<name>` to `pid` with kill(1) (the crate forbids `unsafe`, so no libc).
+fn signal(pid: u32, name: &str) -> Result<()> {
+    let status = Command::new("kill")
+        .args([format!("-{name}"), pid.to_string()])
+        .status()
+        .with_context(|| format!("running kill -{name} {pid}"))?;
+    if !status.success() {
+        bail!("kill -{name} {pid} failed ({status})");
+    }
+    Ok(())
 }
 
 /// Kills components left behind by earlier runs under `runs_dir` whose owning process died

@@ -2,11 +2,10 @@
 //! zone (`topology.kubernetes.io/zone`) with one healthy node that never dies, and node names
 //! prefixed with the test's name, so tests run in parallel without seeing each other.
 
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, bail, ensure};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::api::events::v1::Event;
@@ -106,6 +105,46 @@ impl TestEnv {
     /// (Ready condition and Lease) until the returned guard is dropped, and nothing ever
     /// finalizes its pods, like a live kubelet stuck on an unmount. Returns its name.
     pub async fn add_live_node_without_kubelet(&self, suffix: &str) -> Result<(String, Heartbeat)> {
+        let kubelet = TestKubelet {
+            ready: "True".into(),
+            skew: jiff::SignedDuration::ZERO,
+            lease_seconds: 10,
+            transition: None,
+        };
+        self.add_node_with_test_kubelet(suffix, kubelet).await
+    }
+
+    /// Creates a node `<test>-<suffix>` that kwok does not manage, whose kubelet (played by this
+    /// test until the returned guard is dropped) is alive but its clock runs `skew` off (e.g.
+    /// `-300s`: 5 minutes behind). Every 2 s it renews its Lease (kube-node-lease, 40 s) with
+    /// `renewTime` = now + `skew`, and reports the Ready condition with status `ready` (`True`,
+    /// or `False`: "container runtime is down"), `lastHeartbeatTime` = now + `skew` and a
+    /// `lastTransitionTime` fixed at its first heartbeat (+ `skew`). Nothing finalizes its pods.
+    /// Waits until the node shows Ready=`ready`; returns its name.
+    pub async fn add_skewed_node(
+        &self,
+        suffix: &str,
+        ready: &str,
+        skew: jiff::SignedDuration,
+    ) -> Result<(String, Heartbeat)> {
+        ensure!(ready == "True" || ready == "False", "Ready must be True or False, not {ready}");
+        let kubelet = TestKubelet {
+            ready: ready.into(),
+            skew,
+            lease_seconds: 40,
+            transition: Some(jiff::Timestamp::now() + skew),
+        };
+        self.add_node_with_test_kubelet(suffix, kubelet).await
+    }
+
+    /// Creates a node kwok does not manage and heartbeats it as `kubelet` says every 2 s.
+    /// Errors are ignored and a request that hangs (a stalled control plane) just delays the
+    /// next beat, so the heartbeat outlives a stall like a real kubelet's.
+    async fn add_node_with_test_kubelet(
+        &self,
+        suffix: &str,
+        kubelet: TestKubelet,
+    ) -> Result<(String, Heartbeat)> {
         let name = format!("{}-{suffix}", self.name);
         let node: Node = serde_json::from_value(json!({
             "metadata": {
@@ -122,16 +161,48 @@ impl TestEnv {
                 "allocatable": { "cpu": "32", "memory": "256Gi", "pods": "110" },
             },
         }))?;
-        self.nodes().create(&PostParams::default(), &node).await?;
-        let (client, node_name) = (self.client.clone(), name.clone());
+        let created = self
+            .nodes()
+            .create(&PostParams::default(), &node)
+            .await
+            .with_context(|| format!("creating node {name}"))?;
+        let node_uid = created.metadata.uid.unwrap_or_default();
+        let (client, node_name, ready) = (self.client.clone(), name.clone(), kubelet.ready.clone());
         let task = tokio::spawn(async move {
             loop {
-                let _ = heartbeat(&client, &node_name).await;
+                let _ = heartbeat(&client, &node_name, &node_uid, &kubelet).await;
                 tokio::time::sleep(Duration::from_secs(2)).await;
             }
         });
-        self.wait_node_ready(&name, "True").await?;
+        self.wait_node_ready(&name, &ready).await?;
         Ok((name, Heartbeat(task)))
+    }
+
+    /// Creates a bare pod `name` bound to `node` (`spec.nodeName` set: no scheduler), labelled
+    /// `app=<name>` and with this test's label, with a 1 s termination grace period.
+    pub async fn create_bound_pod(&self, name: &str, node: &str) -> Result<Pod> {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": { "name": name, "labels": { "app": name, TEST_LABEL: self.name } },
+            "spec": {
+                "nodeName": node,
+                "terminationGracePeriodSeconds": 1,
+                "containers": [{ "name": "app", "image": "registry.invalid/app:v1" }],
+            },
+        }))?;
+        self.pods()
+            .create(&PostParams::default(), &pod)
+            .await
+            .with_context(|| format!("creating pod {name} on {node}"))
+    }
+
+    /// Deletes the pod with a grace period of `grace_seconds` (as `kubectl delete` does) and
+    /// waits until it is Terminating; returns it. Where no kubelet finalizes it (a dead node,
+    /// or one this test heartbeats), it stays Terminating.
+    pub async fn delete_gracefully(&self, name: &str, grace_seconds: u32) -> Result<Pod> {
+        let params =
+            DeleteParams { grace_period_seconds: Some(grace_seconds), ..Default::default() };
+        self.pods().delete(name, &params).await.with_context(|| format!("deleting pod {name}"))?;
+        self.wait_terminating(name, Duration::from_secs(30)).await
     }
 
     /// Kills a node the way a powered-off machine dies: kwok stops renewing its Lease and stops
@@ -310,15 +381,6 @@ impl TestEnv {
         self.nodes().patch(node, &PatchParams::default(), &Patch::Merge(&patch)).await?;
         Ok(())
     }
-
-    /// Deletes the test's namespace and nodes (best effort; the cluster is thrown away anyway).
-    pub async fn cleanup(&self) {
-        let _ = Api::<Namespace>::all(self.client.clone())
-            .delete(&self.namespace, &DeleteParams::default())
-            .await;
-        let lp = ListParams::default().labels(&format!("{TEST_LABEL}={}", self.name));
-        let _ = self.nodes().delete_collection(&DeleteParams::default(), &lp).await;
-    }
 }
 
 /// Stops a test-driven node heartbeat when dropped.
@@ -330,21 +392,53 @@ impl Drop for Heartbeat {
     }
 }
 
-/// One heartbeat of a node without kubelet: Ready=True and a renewed Lease.
-async fn heartbeat(client: &kube::Client, node: &str) -> Result<()> {
-    let now = jiff::Timestamp::now();
-    let status = json!({ "status": { "conditions": [{
-        "type": "Ready", "status": "True", "reason": "KubeletReady",
-        "message": "heartbeat from the test", "lastHeartbeatTime": now.to_string(),
-    }]}});
+/// The kubelet a test plays for a node kwok does not manage.
+#[derive(Clone, Debug)]
+struct TestKubelet {
+    /// The Ready condition's status: `True` or `False`.
+    ready: String,
+    /// How far its clock is off ours (negative: behind).
+    skew: jiff::SignedDuration,
+    /// Its Lease's `leaseDurationSeconds`.
+    lease_seconds: u32,
+    /// The Ready condition's `lastTransitionTime` (its clock), if it sets one.
+    transition: Option<jiff::Timestamp>,
+}
+
+/// One heartbeat of a node without kubelet: its Ready condition and a renewed Lease, both
+/// stamped with the kubelet's (possibly skewed) clock. The Lease is the kubelet's own: in
+/// kube-node-lease, named after the node, held by it and owned by the Node object.
+async fn heartbeat(
+    client: &kube::Client,
+    node: &str,
+    node_uid: &str,
+    kubelet: &TestKubelet,
+) -> Result<()> {
+    let now = jiff::Timestamp::now() + kubelet.skew;
+    let (reason, message) = if kubelet.ready == "True" {
+        ("KubeletReady", "heartbeat from the test")
+    } else {
+        ("KubeletNotReady", "container runtime is down")
+    };
+    let mut ready = json!({
+        "type": "Ready", "status": kubelet.ready, "reason": reason,
+        "message": message, "lastHeartbeatTime": now.to_string(),
+    });
+    if let Some(transition) = kubelet.transition {
+        ready["lastTransitionTime"] = json!(transition.to_string());
+    }
+    let status = json!({ "status": { "conditions": [ready] } });
     Api::<Node>::all(client.clone())
         .patch_status(node, &PatchParams::default(), &Patch::Strategic(&status))
         .await?;
     let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
     let lease = json!({
         "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-        "metadata": { "name": node, "namespace": "kube-node-lease" },
-        "spec": { "holderIdentity": node, "leaseDurationSeconds": 10,
+        "metadata": {
+            "name": node, "namespace": "kube-node-lease",
+            "ownerReferences": [{ "apiVersion": "v1", "kind": "Node", "name": node, "uid": node_uid }],
+        },
+        "spec": { "holderIdentity": node, "leaseDurationSeconds": kubelet.lease_seconds,
                   "renewTime": now.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string() },
     });
     leases.patch(node, &PatchParams::apply("e2e-heartbeat").force(), &Patch::Apply(&lease)).await?;
@@ -370,11 +464,6 @@ pub fn pod_is_ready(pod: &Pod) -> bool {
             .conditions
             .as_ref()
             .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
-/// Labels as a `k=v,k=v` selector string.
-pub fn selector(labels: &BTreeMap<String, String>) -> String {
-    labels.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",")
 }
 
 /// Polls `check` every 250 ms until it yields `Some`, failing after `timeout` with `what`.

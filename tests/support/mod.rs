@@ -1,7 +1,6 @@
 //! Test support shared by the end-to-end tests and the demo: a real control plane on loopback
 //! ([`cluster`]), per-test isolation and waiting helpers ([`env`]), the PKI ([`pki`]), and the
 //! installation of the `RemediationPolicy` CRD ([`crd`]).
-#![allow(dead_code, unused_imports)]
 
 pub mod cluster;
 pub mod crd;
@@ -16,7 +15,7 @@ use std::sync::LazyLock;
 
 use anyhow::{Result, anyhow};
 
-pub use cluster::Cluster;
+pub use cluster::{Cluster, ClusterOptions};
 pub use crd::install_crd;
 pub use env::{TestEnv, holds_for, wait_for};
 
@@ -32,6 +31,41 @@ static RUNTIME: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
 /// The control plane shared by every test of a run, started by the first test that needs it.
 static CLUSTER: tokio::sync::OnceCell<Result<Cluster, String>> = tokio::sync::OnceCell::const_new();
 
+/// A production-like control plane of its own for tests that disturb the whole control plane
+/// (stalls), started by the first of them; the lock makes its tests run one after another.
+struct FaultCluster {
+    cluster: tokio::sync::OnceCell<Result<Cluster, String>>,
+    lock: tokio::sync::Mutex<()>,
+}
+
+impl FaultCluster {
+    const fn new() -> FaultCluster {
+        FaultCluster {
+            cluster: tokio::sync::OnceCell::const_new(),
+            lock: tokio::sync::Mutex::const_new(()),
+        }
+    }
+}
+
+/// Which fault control plane a disruptive test runs on. Two of them let the long stalls run in
+/// parallel; on each, one test at a time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultSlot {
+    A,
+    B,
+}
+
+impl FaultSlot {
+    fn index(self) -> usize {
+        match self {
+            FaultSlot::A => 0,
+            FaultSlot::B => 1,
+        }
+    }
+}
+
+static FAULT_CLUSTERS: [FaultCluster; 2] = [FaultCluster::new(), FaultCluster::new()];
+
 pub fn runtime() -> &'static tokio::runtime::Runtime {
     &RUNTIME
 }
@@ -39,7 +73,8 @@ pub fn runtime() -> &'static tokio::runtime::Runtime {
 /// A fresh directory for this run under `target/e2e/`, keeping the last few runs' logs.
 pub fn new_run_dir(kind: &str) -> PathBuf {
     let base = cluster::repo_root().join("target").join("e2e");
-    prune_old_runs(&base, 4);
+    // A run starts up to three control planes (the shared one and two fault ones).
+    prune_old_runs(&base, 6);
     let stamp = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
@@ -72,10 +107,34 @@ pub async fn shared_cluster() -> Result<&'static Cluster> {
         .map_err(|e| anyhow!("the test control plane did not start: {e}"))
 }
 
-/// Stops the shared control plane if it was started. Called by the harness after all tests.
-pub fn stop_shared_cluster() {
-    if let Some(Ok(cluster)) = CLUSTER.get() {
-        cluster.stop();
+/// The production-like control plane of `slot` ([`ClusterOptions::production_like`]),
+/// started on first use. Hold [`FaultSlot`]'s lock (as [`run_e2e_on_fault_cluster`] does)
+/// while disturbing it.
+pub async fn fault_cluster(slot: FaultSlot) -> Result<&'static Cluster> {
+    let kind = match slot {
+        FaultSlot::A => "fault-a",
+        FaultSlot::B => "fault-b",
+    };
+    FAULT_CLUSTERS[slot.index()]
+        .cluster
+        .get_or_init(|| async {
+            Cluster::start_with(&new_run_dir(kind), ClusterOptions::production_like())
+                .await
+                .map_err(|e| format!("{e:#}"))
+        })
+        .await
+        .as_ref()
+        .map_err(|e| anyhow!("the fault control plane {slot:?} did not start: {e}"))
+}
+
+/// Stops every control plane of the run that was started (the shared one and the fault ones).
+/// Called by the harness after all tests.
+pub fn stop_clusters() {
+    let fault = FAULT_CLUSTERS.iter().filter_map(|f| f.cluster.get());
+    for cluster in std::iter::once(CLUSTER.get()).flatten().chain(fault) {
+        if let Ok(cluster) = cluster.as_ref() {
+            cluster.stop();
+        }
     }
 }
 
@@ -97,6 +156,50 @@ pub fn run_e2e(name: &str, body: E2eFn) -> Result<(), libtest_mimic::Failed> {
             result
         })
         .map_err(|e| libtest_mimic::Failed::from(format!("{e:#}")))
+}
+
+/// An end-to-end test body that disturbs its control plane: gets the cluster and its own
+/// [`TestEnv`] on it.
+pub type FaultE2eFn =
+    for<'a> fn(&'a Cluster, &'a TestEnv) -> Pin<Box<dyn Future<Output = Result<()>> + Send + 'a>>;
+
+/// Runs one end-to-end test on the fault control plane of `slot`, alone on it (the other tests
+/// of the slot wait for its lock): a fresh [`TestEnv`] named `name`, then the body. Afterwards
+/// every component must still run.
+pub fn run_e2e_on_fault_cluster(
+    slot: FaultSlot,
+    name: &str,
+    body: FaultE2eFn,
+) -> Result<(), libtest_mimic::Failed> {
+    runtime()
+        .block_on(async {
+            let _alone = FAULT_CLUSTERS[slot.index()].lock.lock().await;
+            let cluster = fault_cluster(slot).await?;
+            eprintln!("[{name}] runs alone on fault control plane {slot:?}");
+            // A namespace name has no dots ("fa-etcd-stall-1.25x").
+            let env = TestEnv::new(cluster.client().await?, &name.replace('.', "-")).await?;
+            let result = body(cluster, &env).await;
+            if let Err(e) = cluster.check_alive() {
+                return Err(e.context(format!("{result:?}")));
+            }
+            result
+        })
+        .map_err(|e| libtest_mimic::Failed::from(format!("{e:#}")))
+}
+
+/// `fault_e2e!(slot, name, path::to::async_fn)`: a libtest-mimic trial running
+/// `async fn(&Cluster, &TestEnv)` alone on the fault control plane `FaultSlot::<slot>`.
+#[macro_export]
+macro_rules! fault_e2e {
+    ($slot:ident, $name:literal, $body:path) => {
+        libtest_mimic::Trial::test($name, || {
+            $crate::support::run_e2e_on_fault_cluster(
+                $crate::support::FaultSlot::$slot,
+                $name,
+                |cluster, env| Box::pin($body(cluster, env)),
+            )
+        })
+    };
 }
 
 /// `e2e!(name, path::to::async_fn)`: a libtest-mimic trial running `async fn(&TestEnv)`.

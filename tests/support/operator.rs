@@ -55,25 +55,20 @@ impl Operator {
         replica: &str,
         extra: &[&str],
     ) -> Result<Operator> {
-        let name =
-            if replica.is_empty() { env.name.clone() } else { format!("{}-{replica}", env.name) };
-        let mut args: Vec<String> = [
-            "run",
-            "--policy-selector",
-            &format!("{TEST_LABEL}={}", env.name),
-            "--instance",
-            &format!("e2e-{name}"),
-            "--leader-election-namespace",
-            &env.namespace,
-            "--leader-election-lease",
-            &env.name,
-            "--log-level",
-            "info,kube_remediator=debug",
-        ]
-        .map(String::from)
-        .to_vec();
-        args.extend(extra.iter().map(|a| a.to_string()));
+        let (name, args) = replica_args(env, replica, extra);
         Self::start_with_args(cluster, &name, &cluster.operator_kubeconfig, &args).await
+    }
+
+    /// Like [`Operator::start_replica`], without waiting until it is ready: a container the
+    /// kubelet (re)starts while the control plane may not answer.
+    pub fn spawn_replica(
+        cluster: &Cluster,
+        env: &TestEnv,
+        replica: &str,
+        extra: &[&str],
+    ) -> Result<Operator> {
+        let (name, args) = replica_args(env, replica, extra);
+        Self::spawn_with_args(cluster, &name, &cluster.operator_kubeconfig, &args)
     }
 
     /// Starts `kube-remediator` with `args` (a subcommand and its options, say a Deployment's
@@ -81,6 +76,18 @@ impl Operator {
     /// its HTTP endpoints on a free loopback port, and waits until it is ready. Its output goes
     /// to `operator-<log_name>.log` in the run directory.
     pub async fn start_with_args(
+        cluster: &Cluster,
+        log_name: &str,
+        kubeconfig: &std::path::Path,
+        args: &[String],
+    ) -> Result<Operator> {
+        let mut op = Self::spawn_with_args(cluster, log_name, kubeconfig, args)?;
+        op.wait_ready(Duration::from_secs(30)).await?;
+        Ok(op)
+    }
+
+    /// Like [`Operator::start_with_args`], without waiting until it is ready.
+    pub fn spawn_with_args(
         cluster: &Cluster,
         log_name: &str,
         kubeconfig: &std::path::Path,
@@ -100,19 +107,24 @@ impl Operator {
             .stderr(out)
             .spawn()
             .with_context(|| format!("starting {}", binary().display()))?;
-        let mut op = Operator { child, metrics_addr, log };
-        let ready = wait_for("the operator to be ready", Duration::from_secs(30), || {
-            let addr = op.metrics_addr;
-            async move { Ok(http_get(addr, "/readyz").await.ok().filter(|(code, _)| *code == 200)) }
+        Ok(Operator { child, metrics_addr, log })
+    }
+
+    /// Waits until `/readyz` answers 200 (every watch synced, and the leader known); fails at
+    /// once if the process exits.
+    pub async fn wait_ready(&mut self, timeout: Duration) -> Result<()> {
+        let addr = self.metrics_addr;
+        let ready = wait_for("the operator to be ready", timeout, || async move {
+            Ok(http_get(addr, "/readyz").await.ok().filter(|(code, _)| *code == 200))
         })
         .await;
         if let Err(e) = ready {
-            if let Some(status) = op.child.try_wait()? {
-                bail!("the operator exited ({status}); see {}", op.log.display());
+            if let Some(status) = self.child.try_wait()? {
+                bail!("the operator exited ({status}); see {}", self.log.display());
             }
-            return Err(e.context(format!("see {}", op.log.display())));
+            return Err(e.context(format!("see {}", self.log.display())));
         }
-        Ok(op)
+        Ok(())
     }
 
     /// The Prometheus text exposition.
@@ -175,6 +187,30 @@ impl Drop for Operator {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// The name (`<test>` or `<test>-<replica>`) and `run` arguments of a replica of `env`'s
+/// operator.
+fn replica_args(env: &TestEnv, replica: &str, extra: &[&str]) -> (String, Vec<String>) {
+    let name =
+        if replica.is_empty() { env.name.clone() } else { format!("{}-{replica}", env.name) };
+    let mut args: Vec<String> = [
+        "run",
+        "--policy-selector",
+        &format!("{TEST_LABEL}={}", env.name),
+        "--instance",
+        &format!("e2e-{name}"),
+        "--leader-election-namespace",
+        &env.namespace,
+        "--leader-election-lease",
+        &env.name,
+        "--log-level",
+        "info,kube_remediator=debug",
+    ]
+    .map(String::from)
+    .to_vec();
+    args.extend(extra.iter().map(|a| a.to_string()));
+    (name, args)
 }
 
 /// Finds a sample by metric name and labels in a Prometheus text exposition.
