@@ -32,6 +32,7 @@ pub fn node_observation(node: &Node, lease: Option<&Lease>) -> NodeObservation {
         // One object read at one instant says nothing about when we saw it change.
         not_ready_seen: None,
         lease_seen: None,
+        seen_from_stamps: false,
         unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
         taints: spec
             .and_then(|s| s.taints.as_ref())

@@ -96,9 +96,14 @@ pub async fn run(conn: &ConnectionArgs, args: Args) -> Result<ExitCode> {
     let mut plans = Vec::new();
     for policy in policies {
         let outcome = validate(&policy.spec).map_err(|e| e.reason).map(|validated| {
-            // The same history the operator starts from: the policy's recorded actions.
-            let (recent_actions, acted_pods) =
+            // The same history the operator starts from: the policy's recorded actions. In
+            // DryRun a pod already recorded is still shown as what the policy would do: the
+            // audit reader wants every would-be action, not only the ones not reported yet.
+            let (recent_actions, mut acted_pods) =
                 PolicyMemory::default().history(validated.mode, policy.status.as_ref(), now);
+            if validated.mode == Mode::DryRun {
+                acted_pods.clear();
+            }
             let observed = Observed { recent_actions, acted_pods, ..observed.clone() };
             plan(&observed, &validated, now)
         });
@@ -164,6 +169,7 @@ fn one_shot_observed(state: &ClusterState, listed_at: Timestamp, now: Timestamp)
         let obs = &mut node.observation;
         if obs.lease_seen.is_some_and(|seen| seen <= listed_at) {
             obs.lease_seen = obs.lease_renewed.map(|t| t.min(listed_at));
+            obs.seen_from_stamps = true;
         }
         if obs.not_ready_seen.is_some_and(|seen| seen <= listed_at) {
             obs.not_ready_seen =
@@ -182,8 +188,9 @@ fn evidence_note(observe: SignedDuration) -> String {
          machine's clock. Older evidence is dated by the timestamps in the objects (the nodes' \
          own clocks), which the running operator never does: it times everything from when it \
          saw it change, and trusts nothing older than its own start. Rate limits and pods already \
-         acted on come from each policy's status.recentActions (its last 20 records), where the \
-         operator remembers every action since it started.",
+         force-deleted (Enforce) come from each policy's status.recentActions (its last 20 \
+         records), where the operator remembers every action since it started; in DryRun every \
+         would-be action is shown, also those already recorded.",
         crate::core::format_duration(observe)
     )
 }

@@ -200,6 +200,7 @@ mod tests {
                 lease_renewed: Some(t(0, 0)),
                 not_ready_seen: (readiness != Readiness::Ready).then_some(t(0, 0)),
                 lease_seen: Some(t(0, 0)),
+                seen_from_stamps: false,
                 unschedulable: false,
                 taints: vec![],
             },

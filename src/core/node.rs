@@ -204,6 +204,10 @@ fn evidence_facts(
         format!("Ready={readiness} since {not_ready_since}{}", window(obs.not_ready_seen));
     let skew = skew_note(obs.lease_skew());
     let lease_fact = match obs.lease_seen {
+        Some(seen) if obs.seen_from_stamps => format!(
+            "Lease renewTime {} old by this machine's clock (no renewal seen while watching)",
+            format_duration(now.duration_since(seen).max(SignedDuration::ZERO))
+        ),
         Some(seen) if seen >= since => format!(
             "Lease renewal seen {} ago by our clock{skew}",
             format_duration(now.duration_since(seen).max(SignedDuration::ZERO))
@@ -287,6 +291,7 @@ mod tests {
             lease_renewed: lease.map(ts),
             not_ready_seen: None,
             lease_seen: None,
+            seen_from_stamps: false,
             unschedulable: false,
             taints: vec![],
         };
@@ -555,6 +560,7 @@ mod tests {
                     // Seen when they happened, unless a row says otherwise.
                     not_ready_seen: r.transition.filter(|_| r.readiness != IsReady),
                     lease_seen: r.lease,
+                    seen_from_stamps: false,
                     unschedulable: false,
                     taints: r.taints.iter().map(|t| t.to_string()).collect(),
                 },
@@ -635,6 +641,27 @@ mod tests {
         view.observation.lease_seen = Some(ts("2026-01-01T00:10:00Z"));
         let later = summarize_node(&view, &policy(|_| {}), Some(ts("2026-01-01T00:00:00Z")), now);
         assert_eq!(later.held_alive, got.held_alive);
+    }
+
+    #[test]
+    fn plan_words_evidence_dated_from_stamps_as_such() {
+        let now = ts("2026-01-01T00:10:00Z");
+        let mut view = NodeView::deleted_unknown("n1");
+        view.deleted = false;
+        view.observation.readiness = Readiness::Unknown;
+        view.observation.not_ready_seen = Some(ts("2026-01-01T00:00:00Z"));
+        view.observation.lease_renewed = Some(ts("2026-01-01T00:09:00Z"));
+        view.observation.lease_seen = Some(ts("2026-01-01T00:09:00Z"));
+        view.observation.seen_from_stamps = true;
+        let got = summarize_node(&view, &policy(|_| {}), Some(Timestamp::MIN), now);
+        assert!(
+            got.why.contains(
+                "Lease renewTime 1m old by this machine's clock (no renewal seen while watching)"
+            ),
+            "{}",
+            got.why
+        );
+        assert!(!got.why.contains("by our clock"), "{}", got.why);
     }
 
     #[test]

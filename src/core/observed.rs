@@ -65,6 +65,9 @@ pub struct NodeObservation {
     /// When the operator last saw the Lease's `renewTime` change, by its own clock (`None`
     /// without a Lease, or for a one-shot read).
     pub lease_seen: Option<Timestamp>,
+    /// `plan` only: the two instants above were not seen but dated from the timestamps in the
+    /// objects (nothing changed while it watched), and are worded so.
+    pub seen_from_stamps: bool,
     /// `spec.unschedulable` (cordoned).
     pub unschedulable: bool,
     /// `key:effect` of each taint.
@@ -112,6 +115,7 @@ impl NodeView {
                 lease_renewed: None,
                 not_ready_seen: None,
                 lease_seen: None,
+                seen_from_stamps: false,
                 unschedulable: false,
                 taints: Vec::new(),
             },
