@@ -33,6 +33,7 @@ pub fn node_observation(node: &Node, lease: Option<&Lease>) -> NodeObservation {
         not_ready_seen: None,
         lease_seen: None,
         seen_from_stamps: false,
+        not_ready_from_stamp: false,
         unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
         taints: spec
             .and_then(|s| s.taints.as_ref())

@@ -171,9 +171,11 @@ fn one_shot_observed(state: &ClusterState, listed_at: Timestamp, now: Timestamp)
             obs.lease_seen = obs.lease_renewed.map(|t| t.min(listed_at));
             obs.seen_from_stamps = true;
         }
-        if obs.not_ready_seen.is_some_and(|seen| seen <= listed_at) {
-            obs.not_ready_seen =
-                obs.ready_transition.map(|t| t.min(listed_at)).or(obs.not_ready_seen);
+        if obs.not_ready_seen.is_some_and(|seen| seen <= listed_at)
+            && let Some(transition) = obs.ready_transition
+        {
+            obs.not_ready_seen = Some(transition.min(listed_at));
+            obs.not_ready_from_stamp = true;
         }
     }
     observed.watch_synced_at = Some(Timestamp::MIN);

@@ -201,6 +201,7 @@ mod tests {
                 not_ready_seen: (readiness != Readiness::Ready).then_some(t(0, 0)),
                 lease_seen: Some(t(0, 0)),
                 seen_from_stamps: false,
+                not_ready_from_stamp: false,
                 unschedulable: false,
                 taints: vec![],
             },

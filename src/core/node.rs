@@ -200,8 +200,9 @@ fn evidence_facts(
         Some(t) if t >= since => String::new(),
         _ => format!(" (counted from the evidence window start at {since})"),
     };
+    let stamp = if obs.not_ready_from_stamp { " (by its lastTransitionTime)" } else { "" };
     let ready_fact =
-        format!("Ready={readiness} since {not_ready_since}{}", window(obs.not_ready_seen));
+        format!("Ready={readiness} since {not_ready_since}{stamp}{}", window(obs.not_ready_seen));
     let skew = skew_note(obs.lease_skew());
     let lease_fact = match obs.lease_seen {
         Some(seen) if obs.seen_from_stamps => format!(
@@ -292,6 +293,7 @@ mod tests {
             not_ready_seen: None,
             lease_seen: None,
             seen_from_stamps: false,
+            not_ready_from_stamp: false,
             unschedulable: false,
             taints: vec![],
         };
@@ -561,6 +563,7 @@ mod tests {
                     not_ready_seen: r.transition.filter(|_| r.readiness != IsReady),
                     lease_seen: r.lease,
                     seen_from_stamps: false,
+                    not_ready_from_stamp: false,
                     unschedulable: false,
                     taints: r.taints.iter().map(|t| t.to_string()).collect(),
                 },

@@ -65,9 +65,12 @@ pub struct NodeObservation {
     /// When the operator last saw the Lease's `renewTime` change, by its own clock (`None`
     /// without a Lease, or for a one-shot read).
     pub lease_seen: Option<Timestamp>,
-    /// `plan` only: the two instants above were not seen but dated from the timestamps in the
-    /// objects (nothing changed while it watched), and are worded so.
+    /// `plan` only: `lease_seen` was not seen but dated from the Lease's renewTime (no renewal
+    /// arrived while it watched), and is worded so.
     pub seen_from_stamps: bool,
+    /// `plan` only: `not_ready_seen` was not seen but dated from the condition's
+    /// lastTransitionTime, and is worded so.
+    pub not_ready_from_stamp: bool,
     /// `spec.unschedulable` (cordoned).
     pub unschedulable: bool,
     /// `key:effect` of each taint.
@@ -116,6 +119,7 @@ impl NodeView {
                 not_ready_seen: None,
                 lease_seen: None,
                 seen_from_stamps: false,
+                not_ready_from_stamp: false,
                 unschedulable: false,
                 taints: Vec::new(),
             },

@@ -208,18 +208,22 @@ impl OwnerKind {
 pub struct DeadNodeSpec {
     /// How long the node's Ready condition must have been other than True (False, Unknown or
     /// missing) before the node can count as dead. Go duration, e.g. "5m", "90s", "1m30s".
-    /// Measured from the condition's lastTransitionTime, but never from earlier than the moment
-    /// kube-remediator's watches last (re)synced: after a restart or an API server outage the
-    /// clock starts again. Default "5m".
+    /// Timed by kube-remediator's own clock from when it saw the condition leave True (the
+    /// condition's lastTransitionTime, written by another machine's clock, is only shown), and
+    /// never from earlier than the start of its evidence window: after a restart, a watch
+    /// relist or a stall of the API server or etcd the clock starts again. Default "5m".
     #[schemars(length(max = 32), pattern(DURATION_PATTERN))]
     pub not_ready_for: String,
 
     /// How long the kubelet's Lease (namespace kube-node-lease) must have gone unrenewed before
-    /// the node can count as dead. Both this and notReadyFor must hold. Measured from the Lease's
-    /// renewTime, never from earlier than the last watch (re)sync, so an etcd or API server
-    /// outage, after which every Lease looks stale, does not read as mass node death. A node
-    /// without a Lease counts as unrenewed since that sync. At least "40s" (the kubelet's lease
-    /// duration). Default "2m".
+    /// the node can count as dead. Both this and notReadyFor must hold. Timed by
+    /// kube-remediator's own clock from when it last saw the Lease's renewTime change, never by
+    /// comparing renewTime (the kubelet's clock, which may run minutes off) with its own, and
+    /// never from earlier than the start of its evidence window: when no Lease renewal arrives
+    /// for 15 s (an etcd or API server stall, after which every Lease looks stale) the window
+    /// restarts once renewals resume, so a stall does not read as mass node death. A node
+    /// without a Lease counts as unrenewed since the window start. At least "40s" (the kubelet's
+    /// lease duration). Default "2m".
     #[schemars(length(max = 32), pattern(DURATION_PATTERN))]
     #[schemars(extend("x-kubernetes-validations" = [{
         "rule": "duration(self) >= duration('40s')",

@@ -546,7 +546,9 @@ async fn kubectl_explain(path: &str, want: &str) -> Result<String> {
                 "kubectl explain {path}: {}",
                 String::from_utf8_lossy(&output.stderr)
             );
-            Ok(stdout.contains(want).then_some(stdout))
+            // kubectl wraps the text to the terminal: compare with whitespace collapsed.
+            let words = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
+            Ok(words(&stdout).contains(&words(&want)).then_some(stdout))
         }
     })
     .await
