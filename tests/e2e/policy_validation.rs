@@ -548,7 +548,7 @@ async fn kubectl_explain(path: &str, want: &str) -> Result<String> {
             );
             // kubectl wraps the text to the terminal: compare with whitespace collapsed.
             let words = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
-            Ok(words(&stdout).contains(&words(&want)).then_some(stdout))
+            Ok(words(&stdout).contains(&words(want)).then_some(stdout))
         }
     })
     .await
