@@ -8,8 +8,12 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
 
 use crate::core::rollouts::{ReplicaSetView, WorkloadKind, WorkloadView};
-use crate::core::{NodeObservation, NodeView, OwnerRef, PodView, Readiness};
-use crate::crd::EXCLUDE_ANNOTATION;
+use crate::core::{
+    NodeControl, NodeObservation, NodeRecord, NodeView, OwnerRef, PodView, Readiness,
+};
+use crate::crd::{
+    CONTROL_PLANE_LABELS, EXCLUDE_ANNOTATION, NODE_ACTIONS_ANNOTATION, OTHER_REMEDIATORS,
+};
 
 /// The namespace where kubelets keep their heartbeat Leases.
 pub const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
@@ -49,12 +53,54 @@ pub fn excluded(annotations: Option<&std::collections::BTreeMap<String, String>>
 
 /// The compact view of a node the operator keeps (its Lease is joined in later).
 pub fn node_view(node: &Node) -> NodeView {
+    let meta = &node.metadata;
+    let labels = meta.labels.clone().unwrap_or_default();
+    let annotations = meta.annotations.as_ref();
+    let managed_by = labels
+        .keys()
+        .chain(annotations.into_iter().flat_map(|a| a.keys()))
+        .find(|k| OTHER_REMEDIATORS.iter().any(|p| k.starts_with(p)))
+        .cloned();
     NodeView {
         observation: node_observation(node, None),
-        labels: node.metadata.labels.clone().unwrap_or_default(),
-        excluded: excluded(node.metadata.annotations.as_ref()),
+        control: NodeControl {
+            uid: meta.uid.clone().unwrap_or_default(),
+            control_plane: CONTROL_PLANE_LABELS.iter().any(|l| labels.contains_key(*l)),
+            managed_by,
+            record: annotations
+                .and_then(|a| a.get(NODE_ACTIONS_ANNOTATION))
+                .map(|json| node_record(json))
+                .unwrap_or_default(),
+            ready_seen: None,
+        },
+        labels,
+        excluded: excluded(annotations),
         deleted: false,
     }
+}
+
+/// The record annotation as written by [`node_record_json`]. A record that does not parse is
+/// treated as empty: nothing is undone on the strength of a record nobody can read.
+pub fn node_record(json: &str) -> NodeRecord {
+    #[derive(serde::Deserialize)]
+    struct Raw {
+        policy: Option<String>,
+        cordoned: Option<jiff::Timestamp>,
+        tainted: Option<jiff::Timestamp>,
+    }
+    serde_json::from_str::<Raw>(json)
+        .map(|r| NodeRecord { policy: r.policy, cordoned: r.cordoned, tainted: r.tainted })
+        .unwrap_or_default()
+}
+
+/// The record annotation's value.
+pub fn node_record_json(record: &NodeRecord) -> String {
+    serde_json::json!({
+        "policy": record.policy,
+        "cordoned": record.cordoned.map(|t| t.to_string()),
+        "tainted": record.tainted.map(|t| t.to_string()),
+    })
+    .to_string()
 }
 
 /// A Terminating pod as the operator remembers it (PVC names instead of their access modes,

@@ -69,6 +69,8 @@ pub struct ErrorLabels {
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
 pub enum WriteKind {
     DeletePod,
+    PatchNode,
+    DeleteNode,
     PatchStatus,
     Event,
 }

@@ -209,11 +209,15 @@ fn to_json(p: &PolicyPlan, now: Timestamp, note: &str) -> serde_json::Value {
     let actions: Vec<_> = plan
         .actions
         .iter()
-        .map(|Action::ForceDelete(fd)| {
-            json!({
+        .map(|action| match action {
+            Action::ForceDelete(fd) => json!({
                 "action": "ForceDelete", "namespace": fd.namespace, "pod": fd.name, "uid": fd.uid,
                 "node": fd.node, "reason": fd.reason, "dueSince": fd.threshold.to_string(),
-            })
+            }),
+            Action::Node(na) => json!({
+                "action": action.kind().as_str(), "node": na.node, "reason": na.reason,
+                "dueSince": na.threshold.to_string(),
+            }),
         })
         .collect();
     let waiting: Vec<_> = plan
@@ -324,13 +328,17 @@ fn print_plan(p: &PolicyPlan, plan: &Plan, now: Timestamp) {
         println!("  no action now");
     }
     let mut t = Table::new(["ACTION", "POD", "NODE", "DUE FOR", "REASON"]);
-    for Action::ForceDelete(fd) in &plan.actions {
+    for action in &plan.actions {
+        let (pod, node) = match action {
+            Action::ForceDelete(fd) => (format!("{}/{}", fd.namespace, fd.name), fd.node.clone()),
+            Action::Node(na) => ("-".to_string(), na.node.clone()),
+        };
         t.row([
-            format!("{verb} ForceDelete"),
-            format!("{}/{}", fd.namespace, fd.name),
-            fd.node.clone(),
-            human(now.duration_since(fd.threshold)),
-            fd.reason.clone(),
+            format!("{verb} {}", action.kind().as_str()),
+            pod,
+            node,
+            human(now.duration_since(action.threshold())),
+            action.reason().to_string(),
         ]);
     }
     t.print_if_any("  ");

@@ -210,10 +210,16 @@ impl ClusterState {
     pub fn apply_node(&mut self, node: &Node, now: Timestamp) -> Change {
         let mut view = node_view(node);
         let name = view.observation.name.clone();
+        let before = self.nodes.live.get(&name);
+        let was_ready = before.map(|b| b.observation.readiness == Readiness::Ready);
         if view.observation.readiness != Readiness::Ready {
-            let before = self.nodes.live.get(&name).map(|n| &n.observation);
             view.observation.not_ready_seen = match before {
-                Some(b) if b.readiness != Readiness::Ready => b.not_ready_seen.or(Some(now)),
+                Some(b) if was_ready == Some(false) => b.observation.not_ready_seen.or(Some(now)),
+                _ => Some(now),
+            };
+        } else {
+            view.control.ready_seen = match before {
+                Some(b) if was_ready == Some(true) => b.control.ready_seen.or(Some(now)),
                 _ => Some(now),
             };
         }
@@ -445,6 +451,7 @@ fn same_node_evidence(a: &NodeView, b: &NodeView) -> bool {
         && a.labels == b.labels
         && a.excluded == b.excluded
         && a.deleted == b.deleted
+        && a.control == b.control
 }
 
 #[cfg(test)]

@@ -7,9 +7,12 @@
 
 use jiff::Timestamp;
 
-use super::node::fencing_evidence;
-use super::observed::{NodeObservation, NodeView, OwnerKey, Readiness, WorkloadRef};
-use crate::crd::{ActionKind, EXCLUDE_ANNOTATION, FencingRequirement, FencingSpec, Mode};
+use super::node::{fencing_evidence, own_taint_aside};
+use super::observed::{NodeControl, NodeObservation, NodeView, OwnerKey, Readiness, WorkloadRef};
+use crate::crd::{
+    ActionKind, EXCLUDE_ANNOTATION, FencingRequirement, FencingSpec, Mode, OUT_OF_SERVICE_TAINT,
+    SHUTDOWN_TAINT,
+};
 
 /// A pod force delete: DELETE with `gracePeriodSeconds: 0` and a UID precondition.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -49,6 +52,7 @@ pub struct FreshPod<'a> {
 pub struct FreshNode {
     pub observation: NodeObservation,
     pub excluded: bool,
+    pub control: NodeControl,
 }
 
 /// What a fresh read of the policy says (`None` in [`LastLook::policy`]: it was deleted).
@@ -119,7 +123,14 @@ impl ForceDelete {
                 if node.excluded {
                     return Err(format!("node annotated {EXCLUDE_ANNOTATION}=true; left alone"));
                 }
-                fencing_evidence(&node.observation, fencing, false)
+                let own = NodeView {
+                    observation: node.observation.clone(),
+                    labels: Default::default(),
+                    excluded: node.excluded,
+                    deleted: false,
+                    control: node.control.clone(),
+                };
+                fencing_evidence(&node.observation, &own_taint_aside(fencing, &own), false)
             }
             None => {
                 fencing_evidence(&NodeView::deleted_unknown(&self.node).observation, fencing, true)
@@ -135,16 +146,131 @@ impl ForceDelete {
     }
 }
 
+/// What a node action does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeActionKind {
+    /// Set `spec.unschedulable`.
+    Cordon,
+    /// Add `node.kubernetes.io/out-of-service=nodeshutdown:NoExecute`; `assumed_off`: on the
+    /// policy's assumeOffAfter, without other fencing evidence.
+    OutOfServiceTaint { assumed_off: bool },
+    /// Delete the Node object.
+    DeleteNode,
+    /// Remove this operator's own cordon and taint, and its record.
+    Undo,
+}
+
+/// An action on a node (cordon, taint, delete, undo), decided from the same evidence as pod
+/// releases.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeAction {
+    pub kind: NodeActionKind,
+    pub node: String,
+    pub uid: String,
+    /// Why, for Events, logs and status.
+    pub reason: String,
+    /// The instant it became due.
+    pub threshold: Timestamp,
+    /// The Lease `renewTime` the plan judged on (the last look compares it).
+    pub lease_renewed: Option<Timestamp>,
+}
+
+impl NodeAction {
+    /// Whether the action still stands after a fresh read of the node (`None`: gone), its Lease
+    /// and the policy. A node action on a dead node needs the node still dead by fresh evidence
+    /// (not Ready, no renewal since the plan), not excluded, not taken over by another tool, and
+    /// the change not made already; an undo needs the node still Ready.
+    pub fn recheck(
+        &self,
+        look: &LastLook<'_>,
+        planned_generation: Option<i64>,
+    ) -> Result<(), String> {
+        policy_still_enforces(look.policy, planned_generation)?;
+        let Some(node) = &look.node else { return Err("the node is gone".into()) };
+        if node.control.uid != self.uid {
+            return Err("a new node with the same name replaced it; left alone".into());
+        }
+        let obs = &node.observation;
+        if self.kind == NodeActionKind::Undo {
+            return if obs.readiness == Readiness::Ready {
+                Ok(())
+            } else {
+                Err("the node is not Ready any more; our changes stay".into())
+            };
+        }
+        if obs.readiness == Readiness::Ready {
+            return Err("node is Ready again; left alone".into());
+        }
+        if look.lease_renewed != self.lease_renewed {
+            return Err(
+                "the node's Lease was renewed since the plan: its kubelet is alive; left alone"
+                    .into(),
+            );
+        }
+        if node.excluded {
+            return Err(format!("node annotated {EXCLUDE_ANNOTATION}=true; left alone"));
+        }
+        if let Some(marker) = &node.control.managed_by {
+            return Err(format!("another tool manages this node ({marker}); left to it"));
+        }
+        match self.kind {
+            NodeActionKind::Cordon if obs.unschedulable => Err("already cordoned".into()),
+            NodeActionKind::Cordon if node.control.record.cordoned.is_some() => {
+                Err("an admin uncordoned it after we cordoned it; not cordoned again".into())
+            }
+            NodeActionKind::OutOfServiceTaint { .. }
+                if obs.has_taint(OUT_OF_SERVICE_TAINT, "NoExecute") =>
+            {
+                Err("already tainted out-of-service".into())
+            }
+            NodeActionKind::OutOfServiceTaint { assumed_off: false }
+                if !obs.has_taint_key(SHUTDOWN_TAINT) =>
+            {
+                Err("the shutdown taint it relied on is gone; not tainted".into())
+            }
+            NodeActionKind::DeleteNode if node.control.control_plane => {
+                Err("a control-plane node is never deleted".into())
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The policy, read fresh, must still be in Enforce, not paused, and unchanged since the plan.
+fn policy_still_enforces(
+    policy: Option<FreshPolicy>,
+    planned_generation: Option<i64>,
+) -> Result<(), String> {
+    let Some(policy) = policy else { return Err("the policy was deleted".into()) };
+    if policy.mode != Mode::Enforce {
+        return Err(format!("the policy is in {} now; nothing done", policy.mode.as_str()));
+    }
+    if policy.paused {
+        return Err("the policy is paused now; nothing done".into());
+    }
+    if policy.generation != planned_generation {
+        return Err("the policy changed since the plan; its next evaluation decides".into());
+    }
+    Ok(())
+}
+
 /// Something the writer should do (or record, in DryRun).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Action {
     ForceDelete(ForceDelete),
+    Node(NodeAction),
 }
 
 impl Action {
     pub fn kind(&self) -> ActionKind {
         match self {
             Action::ForceDelete(_) => ActionKind::ForceDelete,
+            Action::Node(n) => match n.kind {
+                NodeActionKind::Cordon => ActionKind::Cordon,
+                NodeActionKind::OutOfServiceTaint { .. } => ActionKind::OutOfServiceTaint,
+                NodeActionKind::DeleteNode => ActionKind::DeleteNode,
+                NodeActionKind::Undo => ActionKind::UndoNodeActions,
+            },
         }
     }
 
@@ -152,13 +278,15 @@ impl Action {
     pub fn threshold(&self) -> Timestamp {
         match self {
             Action::ForceDelete(fd) => fd.threshold,
+            Action::Node(n) => n.threshold,
         }
     }
 
-    /// The owner whose per-owner budget the action spends; `None` for a bare pod.
+    /// The owner whose per-owner budget the action spends; `None` for a bare pod or a node.
     pub fn owner(&self) -> Option<&OwnerKey> {
         match self {
             Action::ForceDelete(fd) => fd.owner.as_ref(),
+            Action::Node(_) => None,
         }
     }
 
@@ -166,6 +294,15 @@ impl Action {
     pub fn target(&self) -> (&str, &str) {
         match self {
             Action::ForceDelete(fd) => (&fd.namespace, &fd.name),
+            Action::Node(n) => ("", &n.node),
+        }
+    }
+
+    /// Why, for Events, logs and status.
+    pub fn reason(&self) -> &str {
+        match self {
+            Action::ForceDelete(fd) => &fd.reason,
+            Action::Node(n) => &n.reason,
         }
     }
 }
@@ -208,6 +345,7 @@ mod tests {
             labels: Default::default(),
             excluded: false,
             deleted: false,
+            control: Default::default(),
         }
     }
 
@@ -229,7 +367,11 @@ mod tests {
         let fenced =
             ForceDelete { fencing_required: Some(FencingRequirement::StatefulSet), ..fd.clone() };
         let pod = FreshPod { uid: Some("u1"), terminating: true, node: "n1", excluded: false };
-        let dead = FreshNode { observation: node("n1", "dead").observation, excluded: false };
+        let dead = FreshNode {
+            observation: node("n1", "dead").observation,
+            excluded: false,
+            control: Default::default(),
+        };
         let enforce = FreshPolicy { mode: Mode::Enforce, paused: false, generation: Some(3) };
         let good = LastLook {
             pod: Some(pod),
@@ -327,6 +469,7 @@ mod tests {
                     node: Some(FreshNode {
                         observation: node("n1", "ready").observation,
                         excluded: false,
+                        control: Default::default(),
                     }),
                     ..good.clone()
                 },

@@ -33,7 +33,9 @@ pub mod selector;
 pub mod status;
 pub mod verdict;
 
-pub use action::{Action, ForceDelete, FreshNode, FreshPod, FreshPolicy, LastLook};
+pub use action::{
+    Action, ForceDelete, FreshNode, FreshPod, FreshPolicy, LastLook, NodeAction, NodeActionKind,
+};
 pub use duration::{DurationError, format_duration, parse_duration};
 pub use evidence::{Drought, EvidenceWindow, Suspension, lease_drought};
 pub use guards::{Circuit, Guards, RATE_WINDOW, Window};
@@ -42,10 +44,13 @@ pub use node::{
     summarize_node,
 };
 pub use observed::{
-    NodeObservation, NodeView, Observed, OwnerKey, OwnerRef, PastAction, PodView, Readiness,
+    NodeControl, NodeObservation, NodeRecord, NodeView, Observed, OwnerKey, OwnerRef, PastAction,
+    PodView, Readiness,
 };
 pub use plan::{Plan, PlanCounts, plan};
-pub use policy::{FencingNeeds, InvalidPolicy, MaxUnhealthy, ValidatedPolicy, validate};
+pub use policy::{
+    FencingNeeds, InvalidPolicy, MaxUnhealthy, NodeActions, ValidatedPolicy, validate,
+};
 pub use selector::{Selector, SelectorError};
 pub use status::{
     CONDITION_CIRCUIT_OPEN, CONDITION_INVALID, CONDITION_PAUSED, CONDITION_READY, Evaluation,

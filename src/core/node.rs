@@ -67,6 +67,16 @@ impl FencingEvidence {
 
 /// The first enabled fencing evidence on a node (`deleted`: its Node object is gone): the
 /// out-of-service taint counts only with effect `NoExecute` (what PodGC and the attach/detach
+/// The fencing settings for judging `view`: the out-of-service taint this operator added itself
+/// is never evidence for its own decisions.
+pub fn own_taint_aside(fencing: &FencingSpec, view: &NodeView) -> FencingSpec {
+    let mut fencing = fencing.clone();
+    if view.control.record.tainted.is_some() {
+        fencing.out_of_service_taint = false;
+    }
+    fencing
+}
+
 /// controller act on), the shutdown taint with any effect.
 pub fn fencing_evidence(
     node: &NodeObservation,
@@ -123,7 +133,7 @@ pub fn summarize_node(
     now: Timestamp,
 ) -> NodeSummary {
     let obs = &view.observation;
-    let fenced_by = fencing_evidence(obs, &policy.fencing, view.deleted);
+    let fenced_by = fencing_evidence(obs, &own_taint_aside(&policy.fencing, view), view.deleted);
     let summary = |state, dead_at, why: String, held_alive| NodeSummary {
         name: obs.name.clone(),
         state,
@@ -570,6 +580,7 @@ mod tests {
                 labels: BTreeMap::new(),
                 excluded: false,
                 deleted: r.deleted,
+                control: Default::default(),
             };
             let got = summarize_node(&view, &p, r.synced, now);
             assert_eq!((got.state, got.dead_at, got.fenced_by), r.want, "{}: {}", r.case, got.why);

@@ -105,6 +105,41 @@ pub struct NodeView {
     pub excluded: bool,
     /// The Node object is gone (a tombstone kept while pods still reference it).
     pub deleted: bool,
+    /// What node actions need beyond health.
+    pub control: NodeControl,
+}
+
+/// What node actions need to know about a node beyond its health.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeControl {
+    pub uid: String,
+    /// Labelled `node-role.kubernetes.io/control-plane` (or `master`): never deleted.
+    pub control_plane: bool,
+    /// The marker of another tool that manages this node's remediation (Cluster API,
+    /// Karpenter, medik8s), if any: node actions leave the node to it.
+    pub managed_by: Option<String>,
+    /// What this operator did to the node, from its annotation.
+    pub record: NodeRecord,
+    /// When the operator saw the node Ready again, by its own clock (`None` while not Ready).
+    pub ready_seen: Option<Timestamp>,
+}
+
+/// What kube-remediator recorded on a node (annotation `remediator.io/node-actions`): only what
+/// is recorded here is ever undone.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeRecord {
+    /// The policy that acted.
+    pub policy: Option<String>,
+    /// When it cordoned the node.
+    pub cordoned: Option<Timestamp>,
+    /// When it added the out-of-service taint.
+    pub tainted: Option<Timestamp>,
+}
+
+impl NodeRecord {
+    pub fn is_empty(&self) -> bool {
+        self.cordoned.is_none() && self.tainted.is_none()
+    }
 }
 
 impl NodeView {
@@ -126,6 +161,7 @@ impl NodeView {
             labels: BTreeMap::new(),
             excluded: false,
             deleted: true,
+            control: NodeControl::default(),
         }
     }
 }

@@ -19,6 +19,7 @@ use super::guards::{Circuit, Guards};
 use super::node::{NodeState, NodeSummary, summarize_node};
 use super::observed::{NodeView, Observed};
 use super::policy::ValidatedPolicy;
+use super::rules::node_actions::NodeFindings;
 use super::rules::{Candidate, Findings, release_terminating_pods};
 use super::verdict::{PodDecision, Verdict};
 
@@ -81,6 +82,11 @@ pub fn plan(observed: &Observed, policy: &ValidatedPolicy, now: Timestamp) -> Pl
     let Findings { mut decisions, mut candidates, deadlines: waits } =
         release_terminating_pods(observed, &nodes, policy, now);
     deadlines.extend(waits);
+    let node_findings = node_actions(observed, &nodes, policy, now);
+    deadlines.extend(node_findings.deadlines);
+    candidates.extend(
+        node_findings.candidates.into_iter().map(|action| Candidate { decision: None, action }),
+    );
 
     // The guards, oldest threshold first.
     candidates.sort_by(|a, b| {
@@ -89,13 +95,21 @@ pub fn plan(observed: &Observed, policy: &ValidatedPolicy, now: Timestamp) -> Pl
     let mut guards = Guards::new(&observed.recent_actions, policy, &circuit, now);
     let mut actions = Vec::new();
     for Candidate { decision, action } in candidates {
-        match guards.admit(action.owner()) {
-            Ok(()) => actions.push(action),
-            Err(reason) => decisions[decision].verdict = Verdict::NotEligible(reason),
+        match (guards.admit(action.owner()), decision) {
+            (Ok(()), _) => actions.push(action),
+            (Err(reason), Some(d)) => decisions[d].verdict = Verdict::NotEligible(reason),
+            // A node action held by a guard waits for the next plan; the guard's reason is in
+            // the status (circuit, paused) and its deadline below (rate limit).
+            (Err(_), None) => {}
         }
     }
     deadlines.extend_from_slice(guards.deadlines());
-    counts.eligible_pods = u32::try_from(actions.len()).unwrap_or(u32::MAX);
+    let released = actions.iter().filter(|a| matches!(a, Action::ForceDelete(_))).count();
+    counts.eligible_pods = u32::try_from(released).unwrap_or(u32::MAX);
+    // Undoing our own changes needs no storm guard, only a policy that is not paused.
+    if !policy.paused {
+        actions.extend(node_findings.undo);
+    }
 
     decisions.sort_by(|a, b| (&a.namespace, &a.name, &a.uid).cmp(&(&b.namespace, &b.name, &b.uid)));
     Plan {
@@ -108,6 +122,25 @@ pub fn plan(observed: &Observed, policy: &ValidatedPolicy, now: Timestamp) -> Pl
         next_deadline: deadlines.into_iter().filter(|t| *t > now).min(),
         counts,
     }
+}
+
+/// `nodeActions` over the in-scope nodes that exist.
+fn node_actions(
+    observed: &Observed,
+    nodes: &BTreeMap<&str, NodeSummary>,
+    policy: &ValidatedPolicy,
+    now: Timestamp,
+) -> NodeFindings {
+    let mut found = NodeFindings::default();
+    if observed.watch_synced_at.is_none() {
+        return found;
+    }
+    for view in &observed.nodes {
+        if let Some(summary) = nodes.get(view.observation.name.as_str()) {
+            crate::core::rules::node_actions::evaluate(view, summary, policy, now, &mut found);
+        }
+    }
+    found
 }
 
 /// The in-scope nodes, judged at `now`, by name: the observed ones, plus those referenced by
@@ -221,6 +254,7 @@ mod tests {
             labels: labels(&[("zone", "a")]),
             excluded: false,
             deleted: false,
+            control: Default::default(),
         }
     }
 
@@ -759,7 +793,13 @@ mod tests {
     }
 
     fn acted(plan: &Plan) -> Vec<&str> {
-        plan.actions.iter().map(|Action::ForceDelete(f)| f.name.as_str()).collect()
+        plan.actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::ForceDelete(f) => Some(f.name.as_str()),
+                Action::Node(_) => None,
+            })
+            .collect()
     }
 
     #[test]
@@ -1098,7 +1138,9 @@ mod tests {
             let plan = plan(&obs, &policy(spec), now());
             assert_eq!(normalized(verdict_of(&plan, "web-1-abc")), want, "{case}");
             if want.is_ok() {
-                let Action::ForceDelete(fd) = &plan.actions[0];
+                let Action::ForceDelete(fd) = &plan.actions[0] else {
+                    panic!("{case}: not a force delete: {:?}", plan.actions[0])
+                };
                 assert_eq!(fd.blocks_rollout.is_some(), blocks, "{case}");
                 assert!(
                     !blocks || fd.reason.contains("blocks the rollout of Deployment default/web"),

@@ -93,6 +93,19 @@ pub struct ValidatedPolicy {
     pub max_unhealthy: MaxUnhealthy,
     pub actions_per_minute: u32,
     pub max_pods_per_owner_per_minute: u32,
+    pub node_actions: NodeActions,
+}
+
+/// `nodeActions`: each action's delay after the node was judged dead (`None`: off).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NodeActions {
+    pub cordon_after: Option<SignedDuration>,
+    pub out_of_service_taint_after: Option<SignedDuration>,
+    /// RISK: dead this long counts as powered off (the taint needs no other fencing evidence).
+    pub assume_off_after: Option<SignedDuration>,
+    pub delete_node_after: Option<SignedDuration>,
+    /// Ready this long again: our own cordon and taint are removed.
+    pub undo_after: SignedDuration,
 }
 
 /// Why a spec cannot be used; `reason` is shown in the `Invalid` condition.
@@ -152,6 +165,7 @@ pub fn validate(spec: &RemediationPolicySpec) -> Result<ValidatedPolicy, Invalid
     let fencing_needs = fencing_needs(spec, &mut problems);
     let (max_unhealthy, actions_per_minute, max_pods_per_owner_per_minute) =
         safety_limits(spec, &mut problems);
+    let node_actions = node_actions(spec, &mut problems);
 
     match (not_ready_for, lease_stale_for, delay, max_unhealthy) {
         (Some(not_ready_for), Some(lease_stale_for), Some(delay), Some(max_unhealthy))
@@ -173,6 +187,7 @@ pub fn validate(spec: &RemediationPolicySpec) -> Result<ValidatedPolicy, Invalid
                 max_unhealthy,
                 actions_per_minute,
                 max_pods_per_owner_per_minute,
+                node_actions,
             })
         }
         _ => Err(InvalidPolicy { reason: problems.join("; ") }),
@@ -213,6 +228,29 @@ fn fencing_needs(spec: &RemediationPolicySpec, problems: &mut Vec<String>) -> Fe
         );
     }
     fencing_needs
+}
+
+/// `nodeActions`: each set delay parsed.
+fn node_actions(spec: &RemediationPolicySpec, problems: &mut Vec<String>) -> NodeActions {
+    let n = &spec.node_actions;
+    let mut parse = |field: &str, value: Option<&String>| {
+        let value = value?;
+        parse_duration(value).map_err(|e| problems.push(format!("nodeActions.{field}: {e}"))).ok()
+    };
+    let actions = NodeActions {
+        cordon_after: parse("cordonAfter", n.cordon_after.as_ref()),
+        out_of_service_taint_after: parse(
+            "outOfServiceTaintAfter",
+            n.out_of_service_taint_after.as_ref(),
+        ),
+        assume_off_after: parse("assumeOffAfter", n.assume_off_after.as_ref()),
+        delete_node_after: parse("deleteNodeAfter", n.delete_node_after.as_ref()),
+        undo_after: parse("undoAfter", Some(&n.undo_after)).unwrap_or(SignedDuration::ZERO),
+    };
+    if actions.assume_off_after.is_some() && n.out_of_service_taint_after.is_none() {
+        problems.push("nodeActions.assumeOffAfter only matters with outOfServiceTaintAfter".into());
+    }
+    actions
 }
 
 /// `safety`: the storm-guard limit (`None` when it does not parse), `actionsPerMinute` and

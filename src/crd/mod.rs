@@ -19,6 +19,19 @@ use serde::{Deserialize, Serialize};
 pub const EXCLUDE_ANNOTATION: &str = "remediator.io/exclude";
 /// The taint of Kubernetes' non-graceful node shutdown: an admin (or we) say the machine is off.
 pub const OUT_OF_SERVICE_TAINT: &str = "node.kubernetes.io/out-of-service";
+/// The value kube-remediator gives the out-of-service taint it adds (as in the Kubernetes docs).
+pub const OUT_OF_SERVICE_VALUE: &str = "nodeshutdown";
+/// Where kube-remediator records on a node what it did to it (a JSON object): only what is
+/// recorded there is ever undone.
+pub const NODE_ACTIONS_ANNOTATION: &str = "remediator.io/node-actions";
+/// Labels of control-plane nodes, which are never deleted.
+pub const CONTROL_PLANE_LABELS: [&str; 2] =
+    ["node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master"];
+/// Label and annotation key prefixes of tools that remediate nodes themselves (Cluster API's
+/// MachineHealthCheck, Karpenter, medik8s' Node Healthcheck and remediators): node actions leave
+/// such nodes to them.
+pub const OTHER_REMEDIATORS: [&str; 4] =
+    ["cluster.x-k8s.io/", "karpenter.sh/", "remediation.medik8s.io/", "medik8s.io/"];
 /// The taint cloud providers put on nodes whose instance is shut down.
 pub const SHUTDOWN_TAINT: &str = "node.cloudprovider.kubernetes.io/shutdown";
 /// The most entries kept in `status.recentActions`.
@@ -100,6 +113,14 @@ pub struct RemediationPolicySpec {
     /// of this policy: scope, dead node, fencing, circuit breaker, rate limits.
     pub recreate_rollouts: RecreateRolloutsSpec,
 
+    /// Actions on a dead node itself, each this long after the node was judged dead (see
+    /// deadNode), each off unless set. They pass the same checks as pod releases (scope,
+    /// exclusion, circuit breaker, rate limit, DryRun) and a fresh read of the node right before
+    /// the request. Once the node has been Ready for undoAfter, kube-remediator removes its own
+    /// cordon and taint (recorded in the node's annotation remediator.io/node-actions), and never
+    /// an admin's. Nodes another tool manages (Cluster API, Karpenter, medik8s) are left to it.
+    pub node_actions: NodeActionsSpec,
+
     /// Storm guards: when to stop acting, and how fast to act.
     pub safety: SafetySpec,
 }
@@ -116,6 +137,7 @@ impl Default for RemediationPolicySpec {
             dead_node: DeadNodeSpec::default(),
             stuck_terminating: StuckTerminatingSpec::default(),
             recreate_rollouts: RecreateRolloutsSpec::default(),
+            node_actions: NodeActionsSpec::default(),
             safety: SafetySpec::default(),
         }
     }
@@ -357,6 +379,64 @@ impl Default for StuckTerminatingSpec {
     }
 }
 
+/// Actions on dead nodes, each with its own delay after the node was judged dead.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+#[schemars(extend("x-kubernetes-validations" = [
+    {
+        "rule": "!has(self.assumeOffAfter) || has(self.outOfServiceTaintAfter)",
+        "message": "assumeOffAfter only matters with outOfServiceTaintAfter"
+    }
+]))]
+pub struct NodeActionsSpec {
+    /// Cordon the node (spec.unschedulable) this long after it was judged dead, so nothing new
+    /// is scheduled there. Go duration. Unset (default): never. A node an admin uncordons during
+    /// the outage is not cordoned again.
+    #[schemars(length(max = 32), pattern(DURATION_PATTERN))]
+    pub cordon_after: Option<String>,
+
+    /// Add the taint node.kubernetes.io/out-of-service=nodeshutdown:NoExecute this long after the
+    /// node was judged dead. This declares the machine off: upstream PodGC then force-deletes
+    /// all the node's pods and the attach/detach controller force-detaches its volumes at once.
+    /// So it is added only when the node has other fencing evidence (the cloud provider's
+    /// shutdown taint), or when assumeOffAfter says a node dead that long is off. Its own taint
+    /// never counts as fencing evidence for kube-remediator's own decisions. Go duration.
+    /// Unset (default): never.
+    #[schemars(length(max = 32), pattern(DURATION_PATTERN))]
+    pub out_of_service_taint_after: Option<String>,
+
+    /// RISK: treat a node dead this long as powered off, and add the out-of-service taint without
+    /// any other fencing evidence. A dead kubelet is not a dead machine: if the machine still runs
+    /// its containers (a kubelet crash, a network partition), the node's StatefulSet and
+    /// ReadWriteOnce pods get a second writer and data can be corrupted. Set it only where a node
+    /// that stops heartbeating for this long is known to be off (e.g. a hardware watchdog or a
+    /// fencing agent powers it off sooner). Go duration. Unset (default): never assume.
+    #[schemars(length(max = 32), pattern(DURATION_PATTERN))]
+    pub assume_off_after: Option<String>,
+
+    /// Delete the Node object this long after it was judged dead (a machine that never comes
+    /// back). Never a control-plane node. Go duration. Unset (default): never.
+    #[schemars(length(max = 32), pattern(DURATION_PATTERN))]
+    pub delete_node_after: Option<String>,
+
+    /// How long a node must have been Ready again before kube-remediator removes its own cordon
+    /// and out-of-service taint. Go duration. Default "1m".
+    #[schemars(length(max = 32), pattern(DURATION_PATTERN))]
+    pub undo_after: String,
+}
+
+impl Default for NodeActionsSpec {
+    fn default() -> Self {
+        NodeActionsSpec {
+            cordon_after: None,
+            out_of_service_taint_after: None,
+            assume_off_after: None,
+            delete_node_after: None,
+            undo_after: "1m".into(),
+        }
+    }
+}
+
 /// Storm guards.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase", default)]
@@ -512,6 +592,15 @@ pub struct RecentAction {
 pub enum ActionKind {
     /// DELETE of the pod with gracePeriodSeconds 0 and a UID precondition.
     ForceDelete,
+    /// The node set unschedulable (nodeActions.cordonAfter).
+    Cordon,
+    /// The taint node.kubernetes.io/out-of-service=nodeshutdown:NoExecute added
+    /// (nodeActions.outOfServiceTaintAfter).
+    OutOfServiceTaint,
+    /// The Node object deleted (nodeActions.deleteNodeAfter).
+    DeleteNode,
+    /// This operator's own cordon and taint removed from a node Ready again.
+    UndoNodeActions,
 }
 
 impl ActionKind {
@@ -657,6 +746,10 @@ mod tests {
                 "duration(self) >= duration('40s')",
             ),
             (
+                format!("{spec}/nodeActions"),
+                "!has(self.assumeOffAfter) || has(self.outOfServiceTaintAfter)",
+            ),
+            (
                 format!("{spec}/safety/properties/maxUnhealthyNodes"),
                 "type(self) == string ? self.matches('^(100|[1-9]?[0-9])%$') : self >= 0",
             ),
@@ -683,8 +776,8 @@ mod tests {
         }
         assert_eq!(
             yaml.matches("pattern: ^([0-9]+(ms|s|m|h))+$").count(),
-            4,
-            "four duration fields"
+            9,
+            "nine duration fields: deadNode 2, the two delayAfterGrace, nodeActions 5"
         );
     }
 

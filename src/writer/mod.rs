@@ -15,7 +15,7 @@ use tracing::{debug, info, warn};
 
 use k8s_openapi::api::coordination::v1::Lease;
 
-use crate::adapters::{NODE_LEASE_NAMESPACE, excluded, node_observation};
+use crate::adapters::{NODE_LEASE_NAMESPACE, excluded, node_view};
 
 use crate::core::rollouts::WorkloadRef;
 use crate::core::{
@@ -200,8 +200,20 @@ impl Writer {
         action: Action,
         now: &impl Fn() -> Timestamp,
     ) -> Outcome {
-        let kind = action.kind();
-        let Action::ForceDelete(fd) = action;
+        match action {
+            Action::ForceDelete(fd) => self.execute_force_delete(policy, validated, fd, now).await,
+            Action::Node(na) => self.execute_node_action(policy, validated, na, now).await,
+        }
+    }
+
+    async fn execute_force_delete(
+        &self,
+        policy: &RemediationPolicy,
+        validated: &ValidatedPolicy,
+        fd: ForceDelete,
+        now: &impl Fn() -> Timestamp,
+    ) -> Outcome {
+        let kind = ActionKind::ForceDelete;
         let (policy_name, mode) = (&*policy.name_any(), validated.mode);
         let (result, detail) = match mode {
             Mode::DryRun => (ActionResult::WouldAct, None),
@@ -339,7 +351,7 @@ impl Writer {
     }
 
     /// Whether this replica may send a write now (it holds the leader Lease); counts refusals.
-    fn may_write(&self, write: WriteKind) -> bool {
+    pub(crate) fn may_write(&self, write: WriteKind) -> bool {
         let may = self.leader.may_act();
         if !may {
             self.metrics.writes_refused_not_leader.get_or_create(&WriteLabels { write }).inc();
@@ -347,7 +359,7 @@ impl Writer {
         may
     }
 
-    fn account(
+    pub(crate) fn account(
         &self,
         policy: &str,
         mode: Mode,
@@ -406,6 +418,7 @@ impl Writer {
     ) {
         let list: Vec<String> = outcomes
             .iter()
+            .filter(|o| o.record.action == ActionKind::ForceDelete)
             .map(|o| {
                 format!("{}/{} ({})", o.record.namespace, o.record.name, o.record.result.as_str())
             })
@@ -414,6 +427,9 @@ impl Writer {
             Mode::DryRun => ("WouldForceDelete", "would force-delete"),
             Mode::Enforce => ("ForceDeleted", "force-deleted"),
         };
+        if list.is_empty() {
+            return;
+        }
         let note = format!("[{}] {verb} {} pod(s): {}", mode.as_str(), list.len(), list.join(", "));
         self.policy_event(policy, EventType::Warning, reason, "ForceDelete", note).await;
     }
@@ -450,7 +466,7 @@ impl Writer {
         self.event(&reference, type_, reason, action, note).await;
     }
 
-    async fn event(
+    pub(crate) async fn event(
         &self,
         reference: &ObjectReference,
         type_: EventType,
@@ -500,7 +516,7 @@ impl Writer {
 }
 
 /// What the fresh reads say, in the core's terms.
-fn last_look<'a>(
+pub(crate) fn last_look<'a>(
     pod: Option<&'a Pod>,
     node: Option<&Node>,
     lease: Option<&Lease>,
@@ -513,9 +529,13 @@ fn last_look<'a>(
             node: p.spec.as_ref().and_then(|s| s.node_name.as_deref()).unwrap_or_default(),
             excluded: excluded(p.metadata.annotations.as_ref()),
         }),
-        node: node.map(|n| FreshNode {
-            observation: node_observation(n, None),
-            excluded: excluded(n.metadata.annotations.as_ref()),
+        node: node.map(|n| {
+            let view = node_view(n);
+            FreshNode {
+                observation: view.observation,
+                excluded: view.excluded,
+                control: view.control,
+            }
         }),
         lease_renewed: lease
             .and_then(|l| l.spec.as_ref())
@@ -529,5 +549,6 @@ fn last_look<'a>(
     }
 }
 
+mod node;
 #[cfg(test)]
 mod tests;

@@ -6,6 +6,7 @@
 //! The candidates still have to pass the guards every destructive action shares
 //! ([`crate::core::guards`]); the plan spends those, oldest threshold first.
 
+pub mod node_actions;
 pub mod recreate_rollouts;
 pub mod release;
 pub mod stuck_terminating;
@@ -31,8 +32,9 @@ const POD_RULES: [PodRule; 2] = [stuck_terminating::delay, recreate_rollouts::de
 /// An eligible pod's action, waiting for the guards.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Candidate {
-    /// Its pod's index in [`Findings::decisions`], whose verdict a guard may still overturn.
-    pub decision: usize,
+    /// Its pod's index in [`Findings::decisions`], whose verdict a guard may still overturn
+    /// (`None` for a node action).
+    pub decision: Option<usize>,
     pub action: Action,
 }
 
@@ -82,7 +84,7 @@ pub fn release_terminating_pods(
                     lease_renewed: node.lease_renewed,
                     fencing_required,
                 });
-                found.candidates.push(Candidate { decision: found.decisions.len(), action });
+                found.candidates.push(Candidate { decision: Some(found.decisions.len()), action });
                 Verdict::Eligible
             }
         };

@@ -101,7 +101,7 @@ pub(super) async fn installed_chart_grants_enough_and_no_more(env: &TestEnv) -> 
 
     // Everything in NEEDED is allowed, nothing in refused() is.
     let mut failures = Vec::new();
-    for (g, why) in needed(true) {
+    for (g, why) in needed(true, &[]) {
         if !allowed(&as_sa, &g, &env.namespace).await? {
             failures.push(format!("refused, but the code needs it: {g} ({why})"));
         }

@@ -25,6 +25,8 @@ pub(super) enum Scope {
 
 /// Some verbs on one resource, in one scope, and the code that calls them.
 struct Need {
+    /// Only with this chart value set to true (e.g. `nodeActions.enabled`).
+    when: Option<&'static str>,
     scope: Scope,
     group: &'static str,
     /// `resource` or `resource/subresource`.
@@ -42,15 +44,27 @@ struct Need {
 /// the chart.
 const NEEDED: &[Need] = &[
     Need {
+        when: None,
         scope: Scope::Cluster,
         group: "",
         resource: "nodes",
         names: &[],
         verbs: &["get", "list", "watch"],
-        why: "the node watch (controllers/watch.rs, cli/run.rs preflight); the writer re-reads \
+        why: "the node watch (controllers/kinds.rs, cli/run.rs preflight); the writer re-reads \
               the pod's node just before a force delete (writer/mod.rs)",
     },
     Need {
+        when: Some("nodeActions.enabled"),
+        scope: Scope::Cluster,
+        group: "",
+        resource: "nodes",
+        names: &[],
+        verbs: &["patch", "delete"],
+        why: "node actions (writer/node.rs): cordon, taint and undo are merge patches, a dead \
+              node's deletion carries a UID precondition",
+    },
+    Need {
+        when: None,
         scope: Scope::Cluster,
         group: "",
         resource: "pods",
@@ -60,6 +74,7 @@ const NEEDED: &[Need] = &[
               precondition",
     },
     Need {
+        when: None,
         scope: Scope::Cluster,
         group: "",
         resource: "namespaces",
@@ -68,6 +83,7 @@ const NEEDED: &[Need] = &[
         why: "namespace labels for namespaceSelector (the namespace watch)",
     },
     Need {
+        when: None,
         scope: Scope::Cluster,
         group: "",
         resource: "persistentvolumeclaims",
@@ -76,6 +92,7 @@ const NEEDED: &[Need] = &[
         why: "claim access modes for requireFencingFor: [ReadWriteOnce] (the claim watch)",
     },
     Need {
+        when: None,
         scope: Scope::Cluster,
         group: "apps",
         resource: "deployments",
@@ -84,6 +101,7 @@ const NEEDED: &[Need] = &[
         why: "Recreate rollouts blocked by Terminating pods (controllers/rollouts.rs)",
     },
     Need {
+        when: None,
         scope: Scope::Cluster,
         group: "apps",
         resource: "statefulsets",
@@ -92,6 +110,7 @@ const NEEDED: &[Need] = &[
         why: "StatefulSets blocked by a Terminating pod (controllers/rollouts.rs)",
     },
     Need {
+        when: None,
         scope: Scope::Cluster,
         group: "apps",
         resource: "replicasets",
@@ -100,14 +119,17 @@ const NEEDED: &[Need] = &[
         why: "which Deployment owns a Terminating pod's ReplicaSet, and whether it is scaled down",
     },
     Need {
+        when: None,
         scope: Scope::NodeLeases,
         group: "coordination.k8s.io",
         resource: "leases",
         names: &[],
-        verbs: &["list", "watch"],
-        why: "kubelet heartbeats (renewTime): the Lease watch in kube-node-lease",
+        verbs: &["get", "list", "watch"],
+        why: "kubelet heartbeats (renewTime): the Lease watch in kube-node-lease; the writer \
+              re-reads the node's Lease just before each action (the last look)",
     },
     Need {
+        when: None,
         scope: Scope::Cluster,
         group: "remediator.io",
         resource: "remediationpolicies",
@@ -116,6 +138,7 @@ const NEEDED: &[Need] = &[
         why: "the policy controller's watch (controllers/policy.rs), `plan`, the CRD preflight",
     },
     Need {
+        when: None,
         scope: Scope::Cluster,
         group: "remediator.io",
         resource: "remediationpolicies/status",
@@ -124,6 +147,7 @@ const NEEDED: &[Need] = &[
         why: "Writer::patch_status (merge patch of the status subresource)",
     },
     Need {
+        when: None,
         scope: Scope::Cluster,
         group: "events.k8s.io",
         resource: "events",
@@ -132,6 +156,7 @@ const NEEDED: &[Need] = &[
         why: "kube's events::Recorder: create, then patch a repeated Event into a series",
     },
     Need {
+        when: None,
         scope: Scope::Release,
         group: "coordination.k8s.io",
         resource: "leases",
@@ -141,6 +166,7 @@ const NEEDED: &[Need] = &[
               creates the Lease; create cannot be limited to a name",
     },
     Need {
+        when: None,
         scope: Scope::Release,
         group: "coordination.k8s.io",
         resource: "leases",
@@ -184,11 +210,12 @@ fn grant(scope: Scope, group: &str, resource: &str, name: &str, verb: &str) -> G
 }
 
 /// [`NEEDED`] as single grants, each with why the code needs it; without the leader-election
-/// Lease unless `leader_election`.
-pub(super) fn needed(leader_election: bool) -> BTreeMap<Grant, &'static str> {
+/// Lease unless `leader_election`, and with the needs of the chart values in `enabled` only.
+pub(super) fn needed(leader_election: bool, enabled: &[&str]) -> BTreeMap<Grant, &'static str> {
     NEEDED
         .iter()
         .filter(|n| leader_election || n.scope != Scope::Release)
+        .filter(|n| n.when.is_none_or(|value| enabled.contains(&value)))
         .flat_map(|n| {
             let names: Vec<&str> = if n.names.is_empty() { vec![""] } else { n.names.to_vec() };
             names.into_iter().flat_map(move |name| {
@@ -212,7 +239,7 @@ pub(super) fn refused() -> Vec<Grant> {
         g(Release, "", "secrets", "", "list"),
         g(Release, "", "secrets", "", "get"),
         g(Release, "", "configmaps", "", "get"),
-        // It never changes nodes (cordon, taints and deletion are not in this release).
+        // It never changes nodes unless nodeActions.enabled (chart-install uses the defaults).
         g(Cluster, "", "nodes", "", "delete"),
         g(Cluster, "", "nodes", "", "patch"),
         g(Cluster, "", "nodes", "", "update"),
@@ -231,7 +258,6 @@ pub(super) fn refused() -> Vec<Grant> {
         g(Cluster, "remediator.io", "remediationpolicies/status", "", "update"),
         // Leases: kubelets' read-only, and only the one leader Lease writable.
         g(Cluster, "coordination.k8s.io", "leases", "", "list"),
-        g(NodeLeases, "coordination.k8s.io", "leases", "", "get"),
         g(NodeLeases, "coordination.k8s.io", "leases", "", "update"),
         g(NodeLeases, "coordination.k8s.io", "leases", "", "patch"),
         g(NodeLeases, "coordination.k8s.io", "leases", "", "delete"),
@@ -258,14 +284,15 @@ pub(super) fn refused() -> Vec<Grant> {
 pub(super) fn rbac_is_exactly_what_the_code_needs() -> Result<()> {
     let helm = Helm::new()?;
     let namespace = "remediator-system";
-    for (leader_election, extra) in [
-        (true, vec!["--set", "serviceAccount.name=remediator"]),
-        (false, vec!["--set", "leaderElection.enabled=false"]),
+    for (leader_election, enabled, extra) in [
+        (true, vec![], vec!["--set", "serviceAccount.name=remediator"]),
+        (false, vec![], vec!["--set", "leaderElection.enabled=false"]),
+        (true, vec!["nodeActions.enabled"], vec!["--set", "nodeActions.enabled=true"]),
     ] {
         let docs = documents(&helm.template("rbac", namespace, &extra)?)?;
         let granted =
             chart_grants(&docs, namespace).with_context(|| format!("with {}", extra.join(" ")))?;
-        let want = needed(leader_election);
+        let want = needed(leader_election, &enabled);
         let missing: Vec<String> = want
             .iter()
             .filter(|(g, _)| !granted.contains(g))

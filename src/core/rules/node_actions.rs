@@ -1,0 +1,326 @@
+//! `nodeActions`: cordon, taint out-of-service and delete a dead node, each its own delay after
+//! the node was judged dead; undo this operator's own cordon and taint once the node has been
+//! Ready for `undoAfter`. Node actions do not go through the pod gates: they have their own,
+//! here, and then the same guards as every destructive action.
+//!
+//! What is never done: act on an excluded node or one another tool manages; cordon a node an
+//! admin uncordoned after our cordon; taint out-of-service without fencing evidence (the cloud
+//! provider's shutdown taint) unless the policy accepts "dead this long means off"; delete a
+//! control-plane node; undo anything not in our record.
+
+use jiff::{SignedDuration, Timestamp};
+
+use crate::core::action::{Action, NodeAction, NodeActionKind};
+use crate::core::duration::{add, format_duration};
+use crate::core::node::{NodeState, NodeSummary};
+use crate::core::observed::NodeView;
+use crate::core::policy::ValidatedPolicy;
+use crate::crd::{OUT_OF_SERVICE_TAINT, SHUTDOWN_TAINT};
+
+/// What the node rule found at one instant.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeFindings {
+    /// Destructive actions due now (they still have to pass the guards).
+    pub candidates: Vec<Action>,
+    /// Undo actions due now (restoring what we did needs no guard but `paused`).
+    pub undo: Vec<Action>,
+    /// The future instants at which an action becomes due by time alone.
+    pub deadlines: Vec<Timestamp>,
+}
+
+/// Applies `nodeActions` to one in-scope node judged as `summary`.
+pub fn evaluate(
+    view: &NodeView,
+    summary: &NodeSummary,
+    policy: &ValidatedPolicy,
+    now: Timestamp,
+    found: &mut NodeFindings,
+) {
+    if view.deleted || view.excluded || view.control.managed_by.is_some() {
+        return;
+    }
+    match summary.state {
+        NodeState::Dead => {
+            if let Some(dead_at) = summary.dead_at {
+                on_dead_node(view, summary, dead_at, policy, now, found);
+            }
+        }
+        NodeState::Healthy => undo(view, policy, now, found),
+        NodeState::Unhealthy => {}
+    }
+}
+
+fn on_dead_node(
+    view: &NodeView,
+    summary: &NodeSummary,
+    dead_at: Timestamp,
+    policy: &ValidatedPolicy,
+    now: Timestamp,
+    found: &mut NodeFindings,
+) {
+    let (obs, control, a) = (&view.observation, &view.control, &policy.node_actions);
+    let mut due = |kind: NodeActionKind, at: Timestamp, why: String| {
+        if now < at {
+            found.deadlines.push(at);
+            return;
+        }
+        found.candidates.push(Action::Node(NodeAction {
+            kind,
+            node: obs.name.clone(),
+            uid: control.uid.clone(),
+            reason: format!("{why}; node {} {}", obs.name, summary.why),
+            threshold: at,
+            lease_renewed: summary.lease_renewed,
+        }));
+    };
+    let after = |d: SignedDuration| format_duration(d);
+    // An admin who uncordons a node we cordoned has the last word until it recovers.
+    if let Some(d) = a.cordon_after
+        && !obs.unschedulable
+        && control.record.cordoned.is_none()
+    {
+        due(NodeActionKind::Cordon, add(dead_at, d), format!("cordonAfter {} passed", after(d)));
+    }
+    if let Some(d) = a.out_of_service_taint_after
+        && !obs.has_taint(OUT_OF_SERVICE_TAINT, "NoExecute")
+        && control.record.tainted.is_none()
+    {
+        let shut_down = policy.fencing.shutdown_taint && obs.has_taint_key(SHUTDOWN_TAINT);
+        let taint_at = add(dead_at, d);
+        let why = format!("outOfServiceTaintAfter {} passed", after(d));
+        match (shut_down, a.assume_off_after) {
+            (true, _) => due(
+                NodeActionKind::OutOfServiceTaint { assumed_off: false },
+                taint_at,
+                format!("{why}; fenced: taint {SHUTDOWN_TAINT}"),
+            ),
+            (false, Some(off)) => due(
+                NodeActionKind::OutOfServiceTaint { assumed_off: true },
+                taint_at.max(add(dead_at, off)),
+                format!("{why}; assumed off: dead longer than assumeOffAfter {}", after(off)),
+            ),
+            // Without fencing evidence and without the policy's acceptance: never.
+            (false, None) => {}
+        }
+    }
+    if let Some(d) = a.delete_node_after
+        && !control.control_plane
+    {
+        let at = add(dead_at, d);
+        due(NodeActionKind::DeleteNode, at, format!("deleteNodeAfter {} passed", after(d)));
+    }
+}
+
+/// Our own cordon and taint come off once the node has been Ready for `undoAfter`.
+fn undo(view: &NodeView, policy: &ValidatedPolicy, now: Timestamp, found: &mut NodeFindings) {
+    let control = &view.control;
+    if control.record.is_empty() {
+        return;
+    }
+    let Some(ready_since) = control.ready_seen else { return };
+    let at = add(ready_since, policy.node_actions.undo_after);
+    if now < at {
+        found.deadlines.push(at);
+        return;
+    }
+    found.undo.push(Action::Node(NodeAction {
+        kind: NodeActionKind::Undo,
+        node: view.observation.name.clone(),
+        uid: control.uid.clone(),
+        reason: format!(
+            "Ready again since {ready_since} for undoAfter {}: our own cordon and taint come off",
+            format_duration(policy.node_actions.undo_after)
+        ),
+        threshold: at,
+        lease_renewed: view.observation.lease_renewed,
+    }));
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::core::node::summarize_node;
+    use crate::core::observed::{NodeControl, NodeObservation, NodeRecord, Readiness};
+
+    fn t(sec: i64) -> Timestamp {
+        add("2026-01-01T00:00:00Z".parse().expect("ts"), SignedDuration::from_secs(sec))
+    }
+
+    /// Node actions after 10 s (cordon), 20 s (taint), 60 s (delete); undo after 10 s.
+    fn policy(assume_off: bool) -> ValidatedPolicy {
+        let mut spec = crate::crd::RemediationPolicySpec::default();
+        spec.dead_node.not_ready_for = "10s".into();
+        spec.dead_node.lease_stale_for = "40s".into();
+        spec.node_actions.cordon_after = Some("10s".into());
+        spec.node_actions.out_of_service_taint_after = Some("20s".into());
+        spec.node_actions.delete_node_after = Some("60s".into());
+        spec.node_actions.undo_after = "10s".into();
+        if assume_off {
+            spec.node_actions.assume_off_after = Some("30s".into());
+        }
+        crate::core::validate(&spec).expect("valid test policy")
+    }
+
+    /// A node whose kubelet stopped at t(0): dead at t(40).
+    fn dead_node() -> NodeView {
+        NodeView {
+            observation: NodeObservation {
+                name: "n1".into(),
+                readiness: Readiness::Unknown,
+                ready_transition: Some(t(0)),
+                lease_renewed: Some(t(0)),
+                not_ready_seen: Some(t(0)),
+                lease_seen: Some(t(0)),
+                seen_from_stamps: false,
+                not_ready_from_stamp: false,
+                unschedulable: false,
+                taints: vec![],
+            },
+            labels: BTreeMap::new(),
+            excluded: false,
+            deleted: false,
+            control: NodeControl { uid: "u1".into(), ..Default::default() },
+        }
+    }
+
+    struct Row {
+        case: &'static str,
+        node: NodeView,
+        assume_off: bool,
+        at: i64,
+        /// The kinds due now, and the next deadline.
+        want: (Vec<&'static str>, Option<i64>),
+    }
+
+    fn kinds(actions: &[Action]) -> Vec<&'static str> {
+        actions.iter().map(|a| a.kind().as_str()).collect()
+    }
+
+    #[test]
+    fn node_actions_table() {
+        let with = |f: &dyn Fn(&mut NodeView)| {
+            let mut n = dead_node();
+            f(&mut n);
+            n
+        };
+        let shutdown = |n: &mut NodeView| {
+            n.observation.taints = vec![format!("{SHUTDOWN_TAINT}:NoSchedule")];
+        };
+        let table = [
+            Row {
+                case: "not dead yet",
+                node: dead_node(),
+                assume_off: false,
+                at: 39,
+                want: (vec![], None),
+            },
+            Row {
+                case: "dead, cordon not due",
+                node: dead_node(),
+                assume_off: false,
+                at: 45,
+                want: (vec![], Some(50)),
+            },
+            Row {
+                case: "cordon due; no fencing: never tainted; delete later",
+                node: dead_node(),
+                assume_off: false,
+                at: 50,
+                want: (vec!["Cordon"], Some(100)),
+            },
+            Row {
+                case: "shutdown taint fences: taint at dead + 20 s",
+                node: with(&shutdown),
+                assume_off: false,
+                at: 60,
+                want: (vec!["Cordon", "OutOfServiceTaint"], Some(100)),
+            },
+            Row {
+                case: "assumed off: taint at the later of 20 s and 30 s",
+                node: dead_node(),
+                assume_off: true,
+                at: 60,
+                want: (vec!["Cordon"], Some(70)),
+            },
+            Row {
+                case: "assumed off, past both",
+                node: dead_node(),
+                assume_off: true,
+                at: 70,
+                want: (vec!["Cordon", "OutOfServiceTaint"], Some(100)),
+            },
+            Row {
+                case: "admin uncordoned after our cordon: not again",
+                node: with(&|n| n.control.record.cordoned = Some(t(50))),
+                assume_off: false,
+                at: 60,
+                want: (vec![], Some(100)),
+            },
+            Row {
+                case: "already cordoned and tainted (by anyone): only delete left",
+                node: with(&|n| {
+                    n.observation.unschedulable = true;
+                    n.observation.taints = vec![format!("{OUT_OF_SERVICE_TAINT}:NoExecute")];
+                }),
+                assume_off: true,
+                at: 100,
+                want: (vec!["DeleteNode"], None),
+            },
+            Row {
+                case: "control plane: never deleted",
+                node: with(&|n| n.control.control_plane = true),
+                assume_off: false,
+                at: 100,
+                want: (vec!["Cordon"], None),
+            },
+            Row {
+                case: "another tool manages it",
+                node: with(&|n| n.control.managed_by = Some("cluster.x-k8s.io/machine".into())),
+                assume_off: true,
+                at: 100,
+                want: (vec![], None),
+            },
+            Row {
+                case: "excluded",
+                node: with(&|n| n.excluded = true),
+                assume_off: true,
+                at: 100,
+                want: (vec![], None),
+            },
+        ];
+        for r in table {
+            let p = policy(r.assume_off);
+            let summary = summarize_node(&r.node, &p, Some(t(-100)), t(r.at));
+            let mut found = NodeFindings::default();
+            evaluate(&r.node, &summary, &p, t(r.at), &mut found);
+            let next = found.deadlines.iter().min().map(|d| d.duration_since(t(0)).as_secs());
+            assert_eq!((kinds(&found.candidates), next), r.want, "{}: {}", r.case, summary.why);
+            assert!(found.undo.is_empty(), "{}", r.case);
+        }
+    }
+
+    #[test]
+    fn undo_only_what_we_recorded_after_undo_after() {
+        let p = policy(false);
+        let mut node = dead_node();
+        node.observation.readiness = Readiness::Ready;
+        node.observation.not_ready_seen = None;
+        node.control.ready_seen = Some(t(100));
+        let judge = |n: &NodeView, at| {
+            let summary = summarize_node(n, &p, Some(t(-100)), t(at));
+            let mut found = NodeFindings::default();
+            evaluate(n, &summary, &p, t(at), &mut found);
+            found
+        };
+        // Nothing recorded: nothing to undo, whatever the node carries.
+        assert_eq!(judge(&node, 200), NodeFindings::default());
+        node.control.record = NodeRecord { policy: None, cordoned: Some(t(50)), tainted: None };
+        let early = judge(&node, 105);
+        assert_eq!((early.undo.len(), early.deadlines.clone()), (0, vec![t(110)]));
+        let due = judge(&node, 110);
+        assert_eq!(kinds(&due.undo), vec!["UndoNodeActions"]);
+        assert!(due.candidates.is_empty());
+    }
+}

@@ -1,0 +1,315 @@
+//! The writer's node actions: cordon, the out-of-service taint, Node deletion and the undo of
+//! this operator's own changes. Each write carries the resourceVersion of the fresh read it was
+//! decided on (a node changed meanwhile is left to the next plan), and the record annotation
+//! that says what is ours to undo.
+
+use jiff::Timestamp;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Node, ObjectReference, Taint};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
+use kube::runtime::events::EventType;
+use serde_json::json;
+use tracing::{info, warn};
+
+use super::{FIELD_MANAGER, Outcome, Writer, last_look};
+use crate::adapters::{NODE_LEASE_NAMESPACE, node_record_json, node_view};
+use crate::core::{Action, NodeAction, NodeActionKind, NodeRecord, ValidatedPolicy};
+use crate::crd::{
+    ActionKind, ActionResult, Mode, NODE_ACTIONS_ANNOTATION, OUT_OF_SERVICE_TAINT,
+    OUT_OF_SERVICE_VALUE, RecentAction, RemediationPolicy,
+};
+use crate::metrics::WriteKind;
+
+impl Writer {
+    /// Carries out (Enforce) or records (DryRun) one node action, with its Event on the node and
+    /// on the policy, log line, metric and status record.
+    pub(super) async fn execute_node_action(
+        &self,
+        policy: &RemediationPolicy,
+        validated: &ValidatedPolicy,
+        na: NodeAction,
+        now: &impl Fn() -> Timestamp,
+    ) -> Outcome {
+        let kind = Action::Node(na.clone()).kind();
+        let (policy_name, mode) = (&*policy.name_any(), validated.mode);
+        let (result, detail) = match mode {
+            Mode::DryRun => (ActionResult::WouldAct, None),
+            Mode::Enforce => self.act_on_node(&na, policy).await,
+        };
+        let at = now();
+        self.account(policy_name, mode, kind, result, na.threshold, at);
+        let reason = event_reason(kind, mode, result);
+        let mut note = format!("[{}] policy {policy_name}: {}", mode.as_str(), na.reason);
+        if let Some(detail) = &detail {
+            note.push_str(&format!(" ({detail})"));
+        }
+        let reference = ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Node".into()),
+            name: Some(na.node.clone()),
+            uid: Some(na.uid.clone()),
+            ..ObjectReference::default()
+        };
+        self.event(&reference, EventType::Warning, &reason, kind.as_str(), note.clone()).await;
+        let policy_note = format!("node {}: {note}", na.node);
+        self.policy_event(policy, EventType::Warning, &reason, kind.as_str(), policy_note).await;
+        match result {
+            ActionResult::Failed => warn!(
+                policy = %policy_name, mode = mode.as_str(), action = kind.as_str(),
+                result = result.as_str(), node = %na.node, reason = %na.reason,
+                detail = detail.as_deref().unwrap_or(""), "node action failed"
+            ),
+            _ => info!(
+                policy = %policy_name, mode = mode.as_str(), action = kind.as_str(),
+                result = result.as_str(), node = %na.node, reason = %na.reason,
+                detail = detail.as_deref().unwrap_or(""), "node action"
+            ),
+        }
+        Outcome {
+            handled: result.counts_as_action(),
+            record: RecentAction {
+                time: Time(at),
+                action: kind,
+                mode,
+                namespace: String::new(),
+                name: na.node.clone(),
+                uid: na.uid.clone(),
+                node: na.node.clone(),
+                owner: None,
+                reason: na.reason.clone(),
+                result,
+                detail,
+            },
+        }
+    }
+
+    /// The last look (fresh node, Lease and policy), then the write.
+    async fn act_on_node(
+        &self,
+        na: &NodeAction,
+        policy: &RemediationPolicy,
+    ) -> (ActionResult, Option<String>) {
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let leases: Api<Lease> = Api::namespaced(self.client.clone(), NODE_LEASE_NAMESPACE);
+        let policies: Api<RemediationPolicy> = Api::all(self.client.clone());
+        let policy_name = policy.name_any();
+        let (node, lease, fresh_policy) = tokio::join!(
+            nodes.get_opt(&na.node),
+            leases.get_opt(&na.node),
+            policies.get_opt(&policy_name)
+        );
+        let (node, lease, fresh_policy) = match (node, lease, fresh_policy) {
+            (Ok(node), Ok(lease), Ok(fresh_policy)) => (node, lease, fresh_policy),
+            (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
+                return (ActionResult::Failed, Some(format!("last look: {e}")));
+            }
+        };
+        let look = last_look(None, node.as_ref(), lease.as_ref(), fresh_policy.as_ref());
+        if let Err(skip) = na.recheck(&look, policy.metadata.generation) {
+            return (ActionResult::Skipped, Some(skip));
+        }
+        let Some(node) = node else { return (ActionResult::Skipped, Some("node gone".into())) };
+        let write = if na.kind == NodeActionKind::DeleteNode {
+            WriteKind::DeleteNode
+        } else {
+            WriteKind::PatchNode
+        };
+        if !self.may_write(write) {
+            return (ActionResult::Failed, Some("not the leader: refused to write".into()));
+        }
+        let sent = match na.kind {
+            NodeActionKind::DeleteNode => {
+                let params = DeleteParams {
+                    preconditions: Some(Preconditions {
+                        uid: Some(na.uid.clone()),
+                        resource_version: None,
+                    }),
+                    ..DeleteParams::default()
+                };
+                nodes.delete(&na.node, &params).await.map(|_| ())
+            }
+            _ => {
+                let patch = node_patch(na.kind, &node, policy, crate::clock::now());
+                let params = PatchParams {
+                    field_manager: Some(FIELD_MANAGER.into()),
+                    ..PatchParams::default()
+                };
+                nodes.patch(&na.node, &params, &Patch::Merge(&patch)).await.map(|_| ())
+            }
+        };
+        match sent {
+            Ok(()) => (ActionResult::Done, None),
+            Err(kube::Error::Api(s)) if s.code == 404 => {
+                (ActionResult::Skipped, Some("node already gone".into()))
+            }
+            Err(kube::Error::Api(s)) if s.code == 409 => (
+                ActionResult::Skipped,
+                Some(format!(
+                    "the node changed since the last look; the next plan decides: {}",
+                    s.message
+                )),
+            ),
+            Err(e) => (ActionResult::Failed, Some(format!("writing node {}: {e}", na.node))),
+        }
+    }
+}
+
+/// The merge patch of a cordon, taint or undo, conditional on the resourceVersion read in the
+/// last look, with the record of what is ours.
+fn node_patch(
+    kind: NodeActionKind,
+    node: &Node,
+    policy: &RemediationPolicy,
+    now: Timestamp,
+) -> serde_json::Value {
+    let view = node_view(node);
+    let mut record = NodeRecord { policy: Some(policy.name_any()), ..view.control.record.clone() };
+    let taints = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+    let ours = |t: &Taint| {
+        t.key == OUT_OF_SERVICE_TAINT
+            && t.effect == "NoExecute"
+            && t.value.as_deref() == Some(OUT_OF_SERVICE_VALUE)
+    };
+    let (spec, annotation) = match kind {
+        NodeActionKind::Cordon => {
+            record.cordoned = Some(now);
+            (json!({ "unschedulable": true }), json!(node_record_json(&record)))
+        }
+        NodeActionKind::OutOfServiceTaint { .. } => {
+            record.tainted = Some(now);
+            let mut taints = taints;
+            taints.push(Taint {
+                key: OUT_OF_SERVICE_TAINT.into(),
+                value: Some(OUT_OF_SERVICE_VALUE.into()),
+                effect: "NoExecute".into(),
+                time_added: Some(Time(now)),
+            });
+            (json!({ "taints": taints }), json!(node_record_json(&record)))
+        }
+        NodeActionKind::Undo | NodeActionKind::DeleteNode => {
+            let mut spec = serde_json::Map::new();
+            let old = &view.control.record;
+            if old.cordoned.is_some() && view.observation.unschedulable {
+                spec.insert("unschedulable".into(), json!(false));
+            }
+            if old.tainted.is_some() && taints.iter().any(ours) {
+                let kept: Vec<&Taint> = taints.iter().filter(|t| !ours(t)).collect();
+                spec.insert("taints".into(), json!(kept));
+            }
+            (serde_json::Value::Object(spec), serde_json::Value::Null)
+        }
+    };
+    json!({
+        "metadata": {
+            "resourceVersion": node.metadata.resource_version,
+            "annotations": { NODE_ACTIONS_ANNOTATION: annotation },
+        },
+        "spec": spec,
+    })
+}
+
+/// The Event reason of a node action's outcome: `Cordoned`, `WouldCordon`, `CordonSkipped`,
+/// `CordonFailed`, and so on.
+fn event_reason(kind: ActionKind, mode: Mode, result: ActionResult) -> String {
+    let (done, would) = match kind {
+        ActionKind::Cordon => ("Cordoned", "WouldCordon"),
+        ActionKind::OutOfServiceTaint => ("TaintedOutOfService", "WouldTaintOutOfService"),
+        ActionKind::DeleteNode => ("DeletedNode", "WouldDeleteNode"),
+        ActionKind::UndoNodeActions => ("UndidNodeActions", "WouldUndoNodeActions"),
+        ActionKind::ForceDelete => ("ForceDeleted", "WouldForceDelete"),
+    };
+    match (mode, result) {
+        (Mode::DryRun, _) => would.to_string(),
+        (Mode::Enforce, ActionResult::Done) => done.to_string(),
+        (Mode::Enforce, ActionResult::Failed) => format!("{}Failed", kind.as_str()),
+        (Mode::Enforce, _) => format!("{}Skipped", kind.as_str()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(json: serde_json::Value) -> Node {
+        serde_json::from_value(json).expect("node")
+    }
+
+    fn policy() -> RemediationPolicy {
+        serde_json::from_value(json!({
+            "apiVersion": "remediator.io/v1alpha1", "kind": "RemediationPolicy",
+            "metadata": {"name": "p"}, "spec": {}
+        }))
+        .expect("policy")
+    }
+
+    #[test]
+    fn patches_record_what_is_ours_and_undo_removes_only_that() {
+        let now: Timestamp = "2026-01-01T00:01:00Z".parse().expect("ts");
+        let admin_taint = json!({"key": "example.com/maintenance", "effect": "NoSchedule"});
+        let n = node(json!({
+            "metadata": {"name": "n1", "uid": "u1", "resourceVersion": "7"},
+            "spec": {"taints": [admin_taint]}
+        }));
+        let cordon = node_patch(NodeActionKind::Cordon, &n, &policy(), now);
+        assert_eq!(cordon["spec"], json!({"unschedulable": true}));
+        assert_eq!(cordon["metadata"]["resourceVersion"], "7");
+        let record = cordon["metadata"]["annotations"][NODE_ACTIONS_ANNOTATION].as_str();
+        assert_eq!(
+            crate::adapters::node_record(record.unwrap_or_default()).cordoned,
+            Some(now),
+            "{cordon}"
+        );
+
+        let taint =
+            node_patch(NodeActionKind::OutOfServiceTaint { assumed_off: true }, &n, &policy(), now);
+        let taints = taint["spec"]["taints"].as_array().cloned().unwrap_or_default();
+        assert_eq!(taints.len(), 2, "the admin's taint is kept: {taint}");
+        assert_eq!(taints[1]["key"], OUT_OF_SERVICE_TAINT);
+        assert_eq!(taints[1]["value"], OUT_OF_SERVICE_VALUE);
+        assert_eq!(taints[1]["effect"], "NoExecute");
+
+        // Undo on a node we cordoned and tainted: both come off, the admin's taint stays, the
+        // record goes.
+        let ours = json!({"key": OUT_OF_SERVICE_TAINT, "value": OUT_OF_SERVICE_VALUE, "effect": "NoExecute"});
+        let record = node_record_json(&NodeRecord {
+            policy: Some("p".into()),
+            cordoned: Some(now),
+            tainted: Some(now),
+        });
+        let tainted = node(json!({
+            "metadata": {"name": "n1", "uid": "u1", "resourceVersion": "9",
+                         "annotations": {NODE_ACTIONS_ANNOTATION: record}},
+            "spec": {"unschedulable": true, "taints": [admin_taint, ours]}
+        }));
+        let undo = node_patch(NodeActionKind::Undo, &tainted, &policy(), now);
+        assert_eq!(undo["spec"]["unschedulable"], false);
+        assert_eq!(undo["spec"]["taints"], json!([admin_taint]));
+        assert!(undo["metadata"]["annotations"][NODE_ACTIONS_ANNOTATION].is_null());
+
+        // An admin's cordon (no record of ours) is never undone.
+        let admin = node(json!({
+            "metadata": {"name": "n1", "uid": "u1", "resourceVersion": "3"},
+            "spec": {"unschedulable": true, "taints": [ours]}
+        }));
+        let undo = node_patch(NodeActionKind::Undo, &admin, &policy(), now);
+        assert_eq!(undo["spec"], json!({}), "{undo}");
+    }
+
+    #[test]
+    fn event_reasons() {
+        use ActionResult::*;
+        let table = [
+            (ActionKind::Cordon, Mode::Enforce, Done, "Cordoned"),
+            (ActionKind::Cordon, Mode::DryRun, WouldAct, "WouldCordon"),
+            (ActionKind::OutOfServiceTaint, Mode::Enforce, Done, "TaintedOutOfService"),
+            (ActionKind::DeleteNode, Mode::Enforce, Skipped, "DeleteNodeSkipped"),
+            (ActionKind::UndoNodeActions, Mode::Enforce, Failed, "UndoNodeActionsFailed"),
+            (ActionKind::UndoNodeActions, Mode::DryRun, WouldAct, "WouldUndoNodeActions"),
+        ];
+        for (kind, mode, result, want) in table {
+            assert_eq!(event_reason(kind, mode, result), want);
+        }
+    }
+}
