@@ -95,6 +95,8 @@ pub struct Metrics {
     pub circuit_open: Family<PolicyLabels, Gauge>,
     /// 1 while the policy's spec is invalid.
     pub policy_invalid: Family<PolicyLabels, Gauge>,
+    /// Pods on dead nodes held because their node lacks fencing evidence.
+    pub pods_needing_fencing: Family<PolicyLabels, Gauge>,
     /// Reconcile failures by error category.
     pub reconcile_errors: Family<ErrorLabels, Counter>,
     /// How long each policy reconcile took, from reading the state to writing the status.
@@ -130,6 +132,7 @@ impl Metrics {
             stuck_pods: Family::default(),
             circuit_open: Family::default(),
             policy_invalid: Family::default(),
+            pods_needing_fencing: Family::default(),
             reconcile_errors: Family::default(),
             reconcile_duration: Histogram::new([
                 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
@@ -226,6 +229,7 @@ impl Metrics {
     pub fn forget_policy(&self, policy: &str) {
         self.circuit_open.remove(&PolicyLabels { policy: policy.to_string() });
         self.policy_invalid.remove(&PolicyLabels { policy: policy.to_string() });
+        self.pods_needing_fencing.remove(&PolicyLabels { policy: policy.to_string() });
         for state in [NodeState::Healthy, NodeState::Unhealthy, NodeState::Dead] {
             self.stuck_pods
                 .remove(&StuckLabels { policy: policy.to_string(), node_state: Label(state) });

@@ -6,7 +6,9 @@ use std::collections::BTreeSet;
 
 use jiff::Timestamp;
 
-use crate::core::{NodeSummary, OwnerKey, PastAction, Plan, RATE_WINDOW, Suspension};
+use crate::core::{
+    FencingNotice, NodeSummary, OwnerKey, PastAction, Plan, RATE_WINDOW, Suspension,
+};
 use crate::crd::{Mode, RecentAction, RemediationPolicyStatus};
 use crate::writer::Outcome;
 
@@ -23,6 +25,8 @@ pub struct PolicyMemory {
     held_alive: BTreeSet<String>,
     /// Why evidence was last suspended, to log each change once.
     suspended: Option<Suspension>,
+    /// Pods last reported as held for want of fencing, to report each once.
+    fencing_notified: BTreeSet<String>,
 }
 
 /// What changed in the evidence since the last reconcile, to be logged once.
@@ -77,6 +81,15 @@ impl PolicyMemory {
     /// Remembers the status just written.
     pub fn wrote(&mut self, status: RemediationPolicyStatus) {
         self.last_status = Some(status);
+    }
+
+    /// The notices about pods that newly need fencing (each pod is reported once while it
+    /// keeps needing it), and remembers them.
+    pub fn new_fencing_notices(&mut self, notices: Vec<FencingNotice>) -> Vec<FencingNotice> {
+        let now: BTreeSet<String> = notices.iter().map(|n| n.uid.clone()).collect();
+        let fresh = notices.into_iter().filter(|n| !self.fencing_notified.contains(&n.uid)).collect();
+        self.fencing_notified = now;
+        fresh
     }
 
     /// What is new about the evidence in `plan`, and remembers it.

@@ -21,7 +21,7 @@ use super::memory::{EvidenceNews, PolicyMemory};
 use super::watch::{SharedState, trigger_stream};
 use crate::core::{
     CONDITION_CIRCUIT_OPEN, CONDITION_INVALID, Evaluation, InvalidPolicy, NodeState, Observed,
-    Plan, blocked_rollouts_in_scope, desired_status, plan, validate,
+    Plan, blocked_rollouts_in_scope, desired_status, needs_fencing, plan, validate,
 };
 use crate::crd::{RemediationPolicy, RemediationPolicyStatus};
 use crate::metrics::{ErrorLabels, Label, Metrics, PolicyLabels, StuckLabels};
@@ -133,6 +133,12 @@ async fn evaluate(policy: &RemediationPolicy, ctx: &Context) -> Result<Action> {
     };
     let plan = plan(&observed, &validated, now);
     ctx.remember(&name, |m| log_evidence(&name, m.evidence_news(&plan)));
+    let fencing = needs_fencing(&plan);
+    ctx.metrics
+        .pods_needing_fencing
+        .get_or_create(&PolicyLabels { policy: name.clone() })
+        .set(i64::try_from(fencing.len()).unwrap_or(i64::MAX));
+    let fencing_notices = ctx.remember(&name, |m| m.new_fencing_notices(fencing));
     export_gauges(&ctx.metrics, &name, &plan, &observed, now);
 
     let generation = policy.metadata.generation;
@@ -146,6 +152,7 @@ async fn evaluate(policy: &RemediationPolicy, ctx: &Context) -> Result<Action> {
             validated: Some(&validated),
             actions: &plan.actions,
             notices: circuit_notice(&name, &plan, previous.as_ref()).into_iter().collect(),
+            fencing_notices,
             status,
             previous: previous.as_ref(),
         })
@@ -178,7 +185,15 @@ async fn reject(
     }
     let committed = ctx
         .writer
-        .commit(Commit { policy, validated: None, actions: &[], notices, status, previous })
+        .commit(Commit {
+            policy,
+            validated: None,
+            actions: &[],
+            notices,
+            fencing_notices: Vec::new(),
+            status,
+            previous,
+        })
         .await;
     if let Some(written) = committed.status? {
         ctx.remember(&name, |m| m.wrote(written));

@@ -24,6 +24,7 @@ pub mod duration;
 pub mod evidence;
 pub mod guards;
 pub mod node;
+pub mod notices;
 pub mod observed;
 pub mod plan;
 pub mod policy;
@@ -47,6 +48,7 @@ pub use observed::{
     NodeControl, NodeObservation, NodeRecord, NodeView, Observed, OwnerKey, OwnerRef, PastAction,
     PodView, Readiness,
 };
+pub use notices::{FencingNotice, needs_fencing};
 pub use plan::{Plan, PlanCounts, plan};
 pub use policy::{
     FencingNeeds, InvalidPolicy, MaxUnhealthy, NodeActions, ValidatedPolicy, validate,

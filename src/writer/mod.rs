@@ -19,8 +19,8 @@ use crate::adapters::{NODE_LEASE_NAMESPACE, excluded, node_view};
 
 use crate::core::rollouts::WorkloadRef;
 use crate::core::{
-    Action, ForceDelete, FreshNode, FreshPod, FreshPolicy, LastLook, ValidatedPolicy,
-    push_recent_actions,
+    Action, FencingNotice, ForceDelete, FreshNode, FreshPod, FreshPolicy, LastLook,
+    ValidatedPolicy, push_recent_actions,
 };
 use crate::crd::{
     ActionKind, ActionResult, Mode, RecentAction, RemediationPolicy, RemediationPolicyStatus,
@@ -66,6 +66,8 @@ pub struct Commit<'a> {
     pub validated: Option<&'a ValidatedPolicy>,
     pub actions: &'a [Action],
     pub notices: Vec<Notice>,
+    /// Pods newly held for want of fencing: an Event on each and on its owner.
+    pub fencing_notices: Vec<FencingNotice>,
     /// The desired status, before this reconcile's action records are added.
     pub status: RemediationPolicyStatus,
     /// The status last written, to skip writing an unchanged one.
@@ -136,16 +138,14 @@ impl Writer {
     /// Writes one reconcile's result: the notices, then the actions (carried out or recorded),
     /// then the status with the actions' records, if it changed.
     pub async fn commit(&self, commit: Commit<'_>) -> Committed {
-        let Commit { policy, validated, actions, notices, mut status, previous } = commit;
+        let Commit { policy, validated, actions, notices, fencing_notices, mut status, previous } =
+            commit;
         for notice in notices {
-            self.policy_event(
-                policy,
-                EventType::Warning,
-                notice.reason,
-                notice.action,
-                notice.note,
-            )
-            .await;
+            self.policy_event(policy, EventType::Warning, notice.reason, notice.action, notice.note)
+                .await;
+        }
+        for notice in &fencing_notices {
+            self.fencing_events(&policy.name_any(), notice).await;
         }
         let outcomes = match validated {
             Some(validated) if !actions.is_empty() => {
@@ -432,6 +432,33 @@ impl Writer {
         }
         let note = format!("[{}] {verb} {} pod(s): {}", mode.as_str(), list.len(), list.join(", "));
         self.policy_event(policy, EventType::Warning, reason, "ForceDelete", note).await;
+    }
+
+    /// A pod held for want of fencing: an Event on it and on its owner, saying what is missing.
+    async fn fencing_events(&self, policy: &str, notice: &FencingNotice) {
+        let note = format!("policy {policy}: {}", notice.note);
+        let pod = ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Pod".into()),
+            namespace: Some(notice.namespace.clone()),
+            name: Some(notice.pod.clone()),
+            uid: Some(notice.uid.clone()),
+            ..ObjectReference::default()
+        };
+        self.event(&pod, EventType::Warning, "NeedsFencing", "Report", note.clone()).await;
+        let Some(owner) = &notice.owner else { return };
+        let api_version = match owner.kind.as_str() {
+            "Job" => "batch/v1",
+            _ => "apps/v1",
+        };
+        let workload = ObjectReference {
+            api_version: Some(api_version.into()),
+            kind: Some(owner.kind.clone()),
+            namespace: Some(owner.namespace.clone()),
+            name: Some(owner.name.clone()),
+            ..ObjectReference::default()
+        };
+        self.event(&workload, EventType::Warning, "PodNeedsFencing", "Report", note).await;
     }
 
     /// Publishes an Event on a Deployment or StatefulSet.

@@ -341,6 +341,28 @@ async fn statefulset_pod_needs_fencing_and_replacement_is_spared(env: &TestEnv) 
         waiting.iter().any(|w| w["pod"] == "web-0" && w["code"] == "NeedsFencing"),
         "plan does not say web-0 needs fencing: {plan:#}"
     );
+    // And so do the pod and its StatefulSet: one Event each, naming the command that fences.
+    for (kind, name, reason) in
+        [("Pod", "web-0", "NeedsFencing"), ("StatefulSet", "web", "PodNeedsFencing")]
+    {
+        let events = wait_for(
+            &format!("a {reason} Event on {kind} {name}"),
+            Duration::from_secs(10),
+            || async {
+                let events = env.events_about(kind, name, reason).await?;
+                Ok((!events.is_empty()).then_some(events))
+            },
+        )
+        .await?;
+        let note = events[0].note.clone().unwrap_or_default();
+        ensure!(
+            events.len() == 1
+                && note.contains(&format!(
+                    "kubectl taint node {victim} node.kubernetes.io/out-of-service"
+                )),
+            "{kind} {name}: {events:?}"
+        );
+    }
 
     // Fencing evidence: the admin marks the node out of service.
     let patch = json!({ "spec": { "taints": [
