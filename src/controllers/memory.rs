@@ -87,7 +87,8 @@ impl PolicyMemory {
     /// keeps needing it), and remembers them.
     pub fn new_fencing_notices(&mut self, notices: Vec<FencingNotice>) -> Vec<FencingNotice> {
         let now: BTreeSet<String> = notices.iter().map(|n| n.uid.clone()).collect();
-        let fresh = notices.into_iter().filter(|n| !self.fencing_notified.contains(&n.uid)).collect();
+        let fresh =
+            notices.into_iter().filter(|n| !self.fencing_notified.contains(&n.uid)).collect();
         self.fencing_notified = now;
         fresh
     }

@@ -44,11 +44,11 @@ pub use node::{
     FencingEvidence, NodeHealth, NodeState, NodeSummary, assess_node, fencing_evidence,
     summarize_node,
 };
+pub use notices::{FencingNotice, needs_fencing};
 pub use observed::{
     NodeControl, NodeObservation, NodeRecord, NodeView, Observed, OwnerKey, OwnerRef, PastAction,
     PodView, Readiness,
 };
-pub use notices::{FencingNotice, needs_fencing};
 pub use plan::{Plan, PlanCounts, plan};
 pub use policy::{
     FencingNeeds, InvalidPolicy, MaxUnhealthy, NodeActions, ValidatedPolicy, validate,

@@ -2,9 +2,9 @@
 //! A StatefulSet or ReadWriteOnce pod on a dead node without fencing evidence is never released
 //! (two writers corrupt data); without a word it would look like the operator doing nothing.
 
+use super::observed::OwnerKey;
 use super::plan::Plan;
 use super::verdict::{NotEligible, Verdict};
-use super::observed::OwnerKey;
 use crate::crd::{OUT_OF_SERVICE_TAINT, OUT_OF_SERVICE_VALUE};
 
 /// A pod held on a dead node because its node has no fencing evidence.
@@ -89,7 +89,11 @@ mod tests {
         let notices = needs_fencing(&plan);
         assert_eq!(notices.len(), 1);
         assert_eq!(notices[0].pod, "web-0");
-        assert!(notices[0].note.contains("StatefulSet pods need fencing evidence"), "{}", notices[0].note);
+        assert!(
+            notices[0].note.contains("StatefulSet pods need fencing evidence"),
+            "{}",
+            notices[0].note
+        );
         assert!(
             notices[0].note.ends_with(
                 "kubectl taint node n1 node.kubernetes.io/out-of-service=nodeshutdown:NoExecute"

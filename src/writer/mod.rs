@@ -141,8 +141,14 @@ impl Writer {
         let Commit { policy, validated, actions, notices, fencing_notices, mut status, previous } =
             commit;
         for notice in notices {
-            self.policy_event(policy, EventType::Warning, notice.reason, notice.action, notice.note)
-                .await;
+            self.policy_event(
+                policy,
+                EventType::Warning,
+                notice.reason,
+                notice.action,
+                notice.note,
+            )
+            .await;
         }
         for notice in &fencing_notices {
             self.fencing_events(&policy.name_any(), notice).await;
