@@ -149,6 +149,51 @@ pub fn owner_key(record: &RecentAction) -> Option<OwnerKey> {
     })
 }
 
+/// What every policy in Enforce did, shared by all of them: the per-owner budgets are one
+/// budget whatever number of policies select a pod, and a pod one policy acted on is not acted
+/// on again by another. Held (a lock) from observing to recording by each Enforce reconcile, so
+/// two overlapping policies never decide on the same pod at the same time.
+#[derive(Debug, Default)]
+pub struct Ledger {
+    /// Recent actions, with the policy that took them.
+    actions: Vec<(String, PastAction)>,
+    /// Pods acted on, by UID (forgotten once gone).
+    acted: BTreeSet<String>,
+}
+
+impl Ledger {
+    /// The other policies' actions of the last minute, and every pod acted on.
+    pub fn for_policy(
+        &mut self,
+        policy: &str,
+        now: Timestamp,
+    ) -> (Vec<PastAction>, BTreeSet<String>) {
+        self.actions.retain(|(_, a)| now.duration_since(a.at) < RATE_WINDOW);
+        let others =
+            self.actions.iter().filter(|(p, _)| p != policy).map(|(_, a)| a.clone()).collect();
+        (others, self.acted.clone())
+    }
+
+    /// Records a policy's outcomes in Enforce. Pods no longer present are forgotten.
+    pub fn record<'a>(
+        &mut self,
+        policy: &str,
+        outcomes: &[Outcome],
+        live_pods: impl Iterator<Item = &'a str>,
+    ) {
+        let live: BTreeSet<&str> = live_pods.collect();
+        self.acted.retain(|uid| live.contains(uid.as_str()));
+        for outcome in outcomes {
+            let action =
+                PastAction { at: outcome.record.time.0, owner: owner_key(&outcome.record) };
+            self.actions.push((policy.to_string(), action));
+            if outcome.handled && outcome.record.action == crate::crd::ActionKind::ForceDelete {
+                self.acted.insert(outcome.record.uid.clone());
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,13 +17,13 @@ use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use tracing::{debug, info, warn};
 
-use super::memory::{EvidenceNews, PolicyMemory};
+use super::memory::{EvidenceNews, Ledger, PolicyMemory};
 use super::watch::{SharedState, trigger_stream};
 use crate::core::{
     CONDITION_CIRCUIT_OPEN, CONDITION_INVALID, Evaluation, InvalidPolicy, NodeState, Observed,
     Plan, blocked_rollouts_in_scope, desired_status, needs_fencing, plan, validate,
 };
-use crate::crd::{RemediationPolicy, RemediationPolicyStatus};
+use crate::crd::{Mode, RemediationPolicy, RemediationPolicyStatus};
 use crate::metrics::{ErrorLabels, Label, Metrics, PolicyLabels, StuckLabels};
 use crate::writer::{Commit, Notice, Writer};
 use crate::{Error, Result};
@@ -38,11 +38,19 @@ pub struct Context {
     pub writer: Writer,
     pub metrics: Arc<Metrics>,
     memory: Mutex<HashMap<String, PolicyMemory>>,
+    /// What the policies in Enforce did, shared; locked by each Enforce reconcile throughout.
+    ledger: tokio::sync::Mutex<Ledger>,
 }
 
 impl Context {
     pub fn new(state: SharedState, writer: Writer, metrics: Arc<Metrics>) -> Self {
-        Context { state, writer, metrics, memory: Mutex::new(HashMap::new()) }
+        Context {
+            state,
+            writer,
+            metrics,
+            memory: Mutex::new(HashMap::new()),
+            ledger: tokio::sync::Mutex::new(Ledger::default()),
+        }
     }
 
     /// Runs `f` on the memory of policy `name`.
@@ -124,12 +132,25 @@ async fn evaluate(policy: &RemediationPolicy, ctx: &Context) -> Result<Action> {
     };
     ctx.metrics.policy_invalid.get_or_create(&PolicyLabels { policy: name.clone() }).set(0);
 
+    // Policies in Enforce decide one at a time, each seeing what the others did.
+    let mut ledger = match validated.mode {
+        Mode::Enforce => Some(ctx.ledger.lock().await),
+        Mode::DryRun => None,
+    };
     let observed = {
-        let (recent, acted) =
+        let (recent, mut acted) =
             ctx.remember(&name, |m| m.history(validated.mode, previous.as_ref(), now));
+        let mut others = Vec::new();
+        if let Some(ledger) = ledger.as_mut() {
+            let (theirs, acted_by_any) = ledger.for_policy(&name, now);
+            others = theirs;
+            acted.extend(acted_by_any);
+        }
         let mut state = ctx.state.write().unwrap_or_else(|e| e.into_inner());
         state.refresh_evidence(now);
-        state.observe(now, recent, acted)
+        let mut observed = state.observe(now, recent, acted);
+        observed.others_actions = others;
+        observed
     };
     let plan = plan(&observed, &validated, now);
     ctx.remember(&name, |m| log_evidence(&name, m.evidence_news(&plan)));
@@ -157,8 +178,12 @@ async fn evaluate(policy: &RemediationPolicy, ctx: &Context) -> Result<Action> {
             previous: previous.as_ref(),
         })
         .await;
-    let live = observed.pods.iter().map(|p| p.uid.as_str());
-    ctx.remember(&name, |m| m.record(&committed.outcomes, live));
+    let live = || observed.pods.iter().map(|p| p.uid.as_str());
+    ctx.remember(&name, |m| m.record(&committed.outcomes, live()));
+    if let Some(ledger) = ledger.as_mut() {
+        ledger.record(&name, &committed.outcomes, live());
+    }
+    drop(ledger);
     if let Some(written) = committed.status? {
         ctx.remember(&name, |m| m.wrote(written));
     }

@@ -432,6 +432,7 @@ impl ClusterState {
             watch_synced_at: evidence.as_ref().ok().copied(),
             suspended: evidence.err(),
             recent_actions,
+            others_actions: Vec::new(),
             acted_pods,
         }
     }

@@ -119,14 +119,18 @@ pub struct Guards<'a> {
 
 impl<'a> Guards<'a> {
     /// The guards at `now`, over this policy's `recent` actions.
+    /// `recent` are this policy's own actions (its rate limit); `others` those of the other
+    /// policies in Enforce, which share the per-owner budgets: two overlapping policies must
+    /// not double them.
     pub fn new(
         recent: &'a [PastAction],
+        others: &'a [PastAction],
         policy: &ValidatedPolicy,
         circuit: &'a Circuit,
         now: Timestamp,
     ) -> Self {
         let mut per_owner_past: HashMap<&OwnerKey, Vec<Timestamp>> = HashMap::new();
-        for past in recent {
+        for past in recent.iter().chain(others) {
             if let Some(owner) = &past.owner {
                 per_owner_past.entry(owner).or_default().push(past.at);
             }
@@ -457,7 +461,7 @@ mod tests {
         for r in table {
             let policy = ValidatedPolicy { paused: r.paused, ..policy.clone() };
             let circuit = Circuit::evaluate(r.unhealthy, 10, policy.max_unhealthy);
-            let mut guards = Guards::new(&r.recent, &policy, &circuit, now);
+            let mut guards = Guards::new(&r.recent, &[], &policy, &circuit, now);
             let got: Vec<_> = r.asks.iter().map(|o| guards.admit(o.as_ref())).collect();
             assert_eq!(got, r.want, "{}", r.case);
             assert_eq!(guards.deadlines(), r.deadlines.as_slice(), "{}", r.case);

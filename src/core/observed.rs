@@ -305,6 +305,9 @@ pub struct Observed {
     /// This policy's actions of at least the last 60 s (older ones are ignored), with result
     /// Done, WouldAct or Failed: attempts count towards the rate limits.
     pub recent_actions: Vec<PastAction>,
+    /// The other policies' actions in Enforce of at least the last 60 s: they share the
+    /// per-owner budgets.
+    pub others_actions: Vec<PastAction>,
     /// UIDs of pods this policy already force-deleted (Enforce) or recorded as would-be
     /// force-deleted (DryRun), in the current mode, that are still present. They are not acted on
     /// again, so DryRun reports each pod once and moves on to the next, as Enforce would.

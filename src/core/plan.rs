@@ -92,7 +92,8 @@ pub fn plan(observed: &Observed, policy: &ValidatedPolicy, now: Timestamp) -> Pl
     candidates.sort_by(|a, b| {
         (a.action.threshold(), a.action.target()).cmp(&(b.action.threshold(), b.action.target()))
     });
-    let mut guards = Guards::new(&observed.recent_actions, policy, &circuit, now);
+    let mut guards =
+        Guards::new(&observed.recent_actions, &observed.others_actions, policy, &circuit, now);
     let mut actions = Vec::new();
     for Candidate { decision, action } in candidates {
         match (guards.admit(action.owner()), decision) {

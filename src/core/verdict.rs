@@ -102,7 +102,9 @@ impl fmt::Display for NotEligible {
                 write!(f, "namespace not selected by namespaceSelector")
             }
             NotEligible::PodNotSelected => write!(f, "pod not selected by podSelector"),
-            NotEligible::AlreadyActed => write!(f, "already acted on by this policy"),
+            NotEligible::AlreadyActed => {
+                write!(f, "already acted on (by this policy, or by another one in Enforce)")
+            }
             NotEligible::NodeNotDead { until: Some(t), why } => {
                 write!(f, "node not dead before {t}: {why}")
             }
