@@ -32,6 +32,7 @@ pub fn trials() -> Vec<Trial> {
         e2e!("st-scope", excluded_daemonset_and_unselected_pods_are_untouched),
         e2e!("st-circuit", circuit_breaker_blocks_deletions_when_too_many_nodes_die),
         e2e!("st-fresh-start-waits", a_fresh_operator_trusts_no_evidence_older_than_its_sync),
+        e2e!("st-overlapping-budget", two_overlapping_policies_share_one_owner_budget),
     ]
 }
 
@@ -533,5 +534,71 @@ async fn a_fresh_operator_trusts_no_evidence_older_than_its_sync(env: &TestEnv) 
         "[st-fresh-start-waits] acted {:.1}s after the operator started (leaseStaleFor {LEASE_STALE_FOR}s)",
         Timestamp::now().duration_since(started).as_secs_f64()
     );
+    Ok(())
+}
+
+/// Two overlapping Enforce policies select the same StatefulSet's pods on a dead, fenced node,
+/// each with `maxPodsPerOwnerPerMinute: 1`: together they release one pod a minute, not two,
+/// and each pod is deleted once.
+async fn two_overlapping_policies_share_one_owner_budget(env: &TestEnv) -> Result<()> {
+    let cluster = shared_cluster().await?;
+    let victim = env.add_node("victim").await?;
+    let mut spec = policy_spec("Enforce");
+    spec["safety"]["maxPodsPerOwnerPerMinute"] = json!(1);
+    env.create_named_policy(&format!("{}-a", env.name), spec.clone()).await?;
+    env.create_named_policy(&format!("{}-b", env.name), spec).await?;
+    let _op = Operator::start(cluster, env).await?;
+    // Land the three pods on the victim: cordon the healthy node while they are scheduled.
+    env.set_unschedulable(&env.healthy_node, true).await?;
+    let sts = stateful_set("db", 3, json!({ ZONE_LABEL: env.zone }))?;
+    env.api::<StatefulSet>().create(&PostParams::default(), &sts).await?;
+    env.wait_pods_ready("app=db", 3).await?;
+    env.set_unschedulable(&env.healthy_node, false).await?;
+    // Fenced by the admin from the start, so only the budget paces the releases.
+    let taint = json!({ "spec": { "taints": [
+        { "key": "node.kubernetes.io/out-of-service", "value": "nodeshutdown", "effect": "NoExecute" },
+    ]}});
+    env.kill_node(&victim).await?;
+    env.nodes().patch(&victim, &PatchParams::default(), &Patch::Merge(&taint)).await?;
+
+    let deletes = || async {
+        Ok::<_, anyhow::Error>(
+            operator_mutations(env)
+                .await?
+                .into_iter()
+                .filter(|e| e.verb == "delete" && e.resource == "pods")
+                .filter(|e| e.name.as_deref().is_some_and(|n| n.starts_with("db-")))
+                .collect::<Vec<_>>(),
+        )
+    };
+    let first = wait_for("the first db pod to be released", Duration::from_secs(120), || async {
+        let d = deletes().await?;
+        Ok(d.first().and_then(|e| e.received))
+    })
+    .await?;
+    // One budget for both policies: nothing more within the minute.
+    let window = Duration::try_from(
+        (first + SignedDuration::from_secs(55)).duration_since(Timestamp::now()),
+    )
+    .unwrap_or_default();
+    holds_for("one release per minute across both policies", window, || async {
+        let d = deletes().await?;
+        ensure!(d.len() == 1, "{} DELETEs within the minute: {d:?}", d.len());
+        Ok(())
+    })
+    .await?;
+    let second = wait_for("the second db pod to be released", Duration::from_secs(40), || async {
+        let d = deletes().await?;
+        Ok(d.get(1).and_then(|e| e.received))
+    })
+    .await?;
+    let gap = second.duration_since(first).as_secs_f64();
+    ensure!(gap >= 59.0, "the second release came {gap:.1}s after the first");
+    let names: Vec<Option<String>> = deletes().await?.into_iter().map(|e| e.name).collect();
+    let mut unique = names.clone();
+    unique.sort();
+    unique.dedup();
+    ensure!(unique.len() == names.len(), "a pod was deleted twice: {names:?}");
+    eprintln!("[st-overlapping-budget] second release {gap:.1}s after the first (budget 1/min)");
     Ok(())
 }
