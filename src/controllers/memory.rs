@@ -65,15 +65,16 @@ impl PolicyMemory {
         (self.recent.clone(), self.acted.clone())
     }
 
-    /// Records what the writer did. Pods no longer present are forgotten.
-    pub fn record<'a>(&mut self, outcomes: &[Outcome], live_pods: impl Iterator<Item = &'a str>) {
-        let live: BTreeSet<&str> = live_pods.collect();
-        self.acted.retain(|uid| live.contains(uid.as_str()));
+    /// Records what the writer did. What is no longer present (pods, and the nodes of node
+    /// actions, by UID) is forgotten.
+    pub fn record<'a>(&mut self, outcomes: &[Outcome], live: impl Iterator<Item = &'a str>) {
+        let live: BTreeSet<&str> = live.collect();
+        self.acted.retain(|key| live.contains(key.split('/').next().unwrap_or_default()));
         for outcome in outcomes {
             self.recent
                 .push(PastAction { at: outcome.record.time.0, owner: owner_key(&outcome.record) });
             if outcome.handled {
-                self.acted.insert(outcome.record.uid.clone());
+                self.acted.insert(outcome.acted_key.clone());
             }
         }
     }
@@ -133,6 +134,7 @@ fn seed_acted(status: Option<&RemediationPolicyStatus>, mode: Mode) -> BTreeSet<
             s.recent_actions
                 .iter()
                 .filter(|a| a.mode == mode && a.result.counts_as_action())
+                .filter(|a| a.action == crate::crd::ActionKind::ForceDelete)
                 .map(|a| a.uid.clone())
                 .collect()
         })

@@ -179,7 +179,8 @@ async fn evaluate(policy: &RemediationPolicy, ctx: &Context) -> Result<Action> {
         })
         .await;
     let live = || observed.pods.iter().map(|p| p.uid.as_str());
-    ctx.remember(&name, |m| m.record(&committed.outcomes, live()));
+    let live_and_nodes = live().chain(observed.nodes.iter().map(|n| n.control.uid.as_str()));
+    ctx.remember(&name, |m| m.record(&committed.outcomes, live_and_nodes));
     if let Some(ledger) = ledger.as_mut() {
         ledger.record(&name, &committed.outcomes, live());
     }

@@ -173,9 +173,18 @@ pub struct NodeAction {
     pub threshold: Timestamp,
     /// The Lease `renewTime` the plan judged on (the last look compares it).
     pub lease_renewed: Option<Timestamp>,
+    /// The episode the action belongs to: the instant the node was judged dead (or seen Ready
+    /// again, for an undo). A new outage is a new episode.
+    pub epoch: Timestamp,
 }
 
 impl NodeAction {
+    /// How the action is remembered once taken or recorded, so that it is not taken (or, in
+    /// DryRun, recorded) again within the same episode.
+    pub fn acted_key(&self) -> String {
+        node_acted_key(&self.uid, self.kind, self.epoch)
+    }
+
     /// Whether the action still stands after a fresh read of the node (`None`: gone), its Lease
     /// and the policy. A node action on a dead node needs the node still dead by fresh evidence
     /// (not Ready, no renewal since the plan), not excluded, not taken over by another tool, and
@@ -234,6 +243,17 @@ impl NodeAction {
             _ => Ok(()),
         }
     }
+}
+
+/// See [`NodeAction::acted_key`]: `<node uid>/<kind>@<episode>`.
+pub fn node_acted_key(uid: &str, kind: NodeActionKind, epoch: Timestamp) -> String {
+    let kind = match kind {
+        NodeActionKind::Cordon => "Cordon",
+        NodeActionKind::OutOfServiceTaint { .. } => "OutOfServiceTaint",
+        NodeActionKind::DeleteNode => "DeleteNode",
+        NodeActionKind::Undo => "Undo",
+    };
+    format!("{uid}/{kind}@{epoch}")
 }
 
 /// The policy, read fresh, must still be in Enforce, not paused, and unchanged since the plan.

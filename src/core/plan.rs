@@ -138,7 +138,14 @@ fn node_actions(
     }
     for view in &observed.nodes {
         if let Some(summary) = nodes.get(view.observation.name.as_str()) {
-            crate::core::rules::node_actions::evaluate(view, summary, policy, now, &mut found);
+            crate::core::rules::node_actions::evaluate(
+                view,
+                summary,
+                policy,
+                &observed.acted_pods,
+                now,
+                &mut found,
+            );
         }
     }
     found

@@ -86,8 +86,10 @@ pub struct Committed {
 #[derive(Clone, Debug)]
 pub struct Outcome {
     pub record: RecentAction,
-    /// Whether the pod counts as acted on (Done, or WouldAct in DryRun).
+    /// Whether the action counts as taken (Done, or WouldAct in DryRun).
     pub handled: bool,
+    /// How it is remembered as taken: the pod's UID, or the node action's key.
+    pub acted_key: String,
 }
 
 impl Writer {
@@ -260,6 +262,7 @@ impl Writer {
             // A skip (the last look found the world changed) or a failure is not handled: the
             // next plan decides again from what it sees then.
             handled: result.counts_as_action(),
+            acted_key: fd.uid.clone(),
             record: RecentAction {
                 time: Time(at),
                 action: ActionKind::ForceDelete,

@@ -69,6 +69,7 @@ impl Writer {
         }
         Outcome {
             handled: result.counts_as_action(),
+            acted_key: na.acted_key(),
             record: RecentAction {
                 time: Time(at),
                 action: kind,

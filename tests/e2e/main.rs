@@ -12,6 +12,7 @@ mod control_plane;
 mod faults;
 mod fixtures;
 mod leader;
+mod node_actions;
 mod operator_errors;
 mod policy_validation;
 mod rollouts;
@@ -25,9 +26,11 @@ fn main() {
     if args.test_threads.is_none() {
         args.test_threads = Some(6 + faults::QUEUED_FAULT_TRIALS);
     }
-    // The fault tests first: their stalls are the longest trials of the run.
+    // The fault tests first: their stalls are the longest trials of the run; then the node
+    // actions, about three minutes each on the production-like control plane.
     let trials: Vec<_> = [
         faults::trials(),
+        node_actions::trials(),
         control_plane::trials(),
         policy_validation::trials(),
         stuck_terminating::trials(),

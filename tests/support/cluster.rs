@@ -383,6 +383,20 @@ impl Cluster {
             .collect())
     }
 
+    /// The writes of the operator's user ([`super::pki::OPERATOR_USER`]) to the Node `name`
+    /// (any verb, any subresource), oldest first, whatever their outcome.
+    pub fn operator_node_writes(&self, name: &str) -> Result<Vec<AuditEntry>> {
+        Ok(self
+            .audit_writes()?
+            .into_iter()
+            .filter(|e| {
+                e.user == super::pki::OPERATOR_USER
+                    && e.resource == "nodes"
+                    && e.name.as_deref() == Some(name)
+            })
+            .collect())
+    }
+
     /// Stalls a component (`etcd`, `kube-apiserver`, ...) with SIGSTOP, as a process that stops
     /// being scheduled (a VM paused, a disk that hangs fsync): its sockets stay open and
     /// silent. It runs again when the returned [`Stall`] is resumed or dropped.

@@ -375,6 +375,38 @@ impl TestEnv {
             .collect())
     }
 
+    /// Adds the taint `key[=value]:effect` to the node as an admin would (`kubectl taint`): reads
+    /// the node, appends the taint to the others (replacing one with the same key and effect)
+    /// and writes it back with the read's resourceVersion, again after a conflict, so a taint
+    /// added meanwhile by a controller is never lost.
+    pub async fn add_taint(
+        &self,
+        node: &str,
+        key: &str,
+        value: Option<&str>,
+        effect: &str,
+    ) -> Result<()> {
+        let nodes = self.nodes();
+        for _ in 0..10 {
+            let mut n = nodes.get(node).await.with_context(|| format!("reading node {node}"))?;
+            let spec = n.spec.get_or_insert_with(Default::default);
+            let taints = spec.taints.get_or_insert_with(Vec::new);
+            taints.retain(|t| !(t.key == key && t.effect == effect));
+            taints.push(k8s_openapi::api::core::v1::Taint {
+                key: key.to_string(),
+                value: value.map(str::to_string),
+                effect: effect.to_string(),
+                time_added: None,
+            });
+            match nodes.replace(node, &PostParams::default(), &n).await {
+                Ok(_) => return Ok(()),
+                Err(kube::Error::Api(e)) if e.code == 409 => continue,
+                Err(e) => return Err(e).with_context(|| format!("tainting node {node} {key}")),
+            }
+        }
+        bail!("tainting node {node} with {key}: conflicts on every attempt")
+    }
+
     /// Sets the node's `spec.unschedulable` (cordon / uncordon), as an admin would.
     pub async fn set_unschedulable(&self, node: &str, unschedulable: bool) -> Result<()> {
         let patch = json!({ "spec": { "unschedulable": unschedulable } });

@@ -66,6 +66,13 @@ impl FaultSlot {
 
 static FAULT_CLUSTERS: [FaultCluster; 2] = [FaultCluster::new(), FaultCluster::new()];
 
+/// A production-like control plane ([`ClusterOptions::production_like`]) that no test stalls,
+/// started by the first test that needs it. Its tests run in parallel, like those of the shared
+/// one (the node-action tests: they need PodGC and the production timings, not the control
+/// plane to themselves).
+static PROD_CLUSTER: tokio::sync::OnceCell<Result<Cluster, String>> =
+    tokio::sync::OnceCell::const_new();
+
 pub fn runtime() -> &'static tokio::runtime::Runtime {
     &RUNTIME
 }
@@ -73,8 +80,9 @@ pub fn runtime() -> &'static tokio::runtime::Runtime {
 /// A fresh directory for this run under `target/e2e/`, keeping the last few runs' logs.
 pub fn new_run_dir(kind: &str) -> PathBuf {
     let base = cluster::repo_root().join("target").join("e2e");
-    // A run starts up to three control planes (the shared one and two fault ones).
-    prune_old_runs(&base, 6);
+    // A run starts up to four control planes (the shared one, two fault ones and the
+    // production-like one).
+    prune_old_runs(&base, 8);
     let stamp = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
@@ -127,11 +135,27 @@ pub async fn fault_cluster(slot: FaultSlot) -> Result<&'static Cluster> {
         .map_err(|e| anyhow!("the fault control plane {slot:?} did not start: {e}"))
 }
 
-/// Stops every control plane of the run that was started (the shared one and the fault ones).
-/// Called by the harness after all tests.
+/// The production-like control plane that is never stalled ([`ClusterOptions::production_like`]:
+/// PodGC on, default eviction rates, grace period and tolerations, 40 s kubelet Leases),
+/// started on first use and shared by the tests that run on it in parallel.
+pub async fn prod_cluster() -> Result<&'static Cluster> {
+    PROD_CLUSTER
+        .get_or_init(|| async {
+            Cluster::start_with(&new_run_dir("prod"), ClusterOptions::production_like())
+                .await
+                .map_err(|e| format!("{e:#}"))
+        })
+        .await
+        .as_ref()
+        .map_err(|e| anyhow!("the production-like control plane did not start: {e}"))
+}
+
+/// Stops every control plane of the run that was started (the shared one, the fault ones and
+/// the production-like one). Called by the harness after all tests.
 pub fn stop_clusters() {
     let fault = FAULT_CLUSTERS.iter().filter_map(|f| f.cluster.get());
-    for cluster in std::iter::once(CLUSTER.get()).flatten().chain(fault) {
+    let others = [CLUSTER.get(), PROD_CLUSTER.get()].into_iter().flatten();
+    for cluster in others.chain(fault) {
         if let Ok(cluster) = cluster.as_ref() {
             cluster.stop();
         }
@@ -185,6 +209,37 @@ pub fn run_e2e_on_fault_cluster(
             result
         })
         .map_err(|e| libtest_mimic::Failed::from(format!("{e:#}")))
+}
+
+/// Runs one end-to-end test on the production-like control plane ([`prod_cluster`]), in parallel
+/// with the other tests there: a fresh [`TestEnv`] named `name`, then the body. Afterwards every
+/// component must still run.
+pub fn run_e2e_on_prod_cluster(name: &str, body: FaultE2eFn) -> Result<(), libtest_mimic::Failed> {
+    runtime()
+        .block_on(async {
+            let cluster = prod_cluster().await?;
+            let env = TestEnv::new(cluster.client().await?, name).await?;
+            let result = body(cluster, &env).await;
+            if let Err(e) = cluster.check_alive() {
+                return Err(e.context(format!("{result:?}")));
+            }
+            result
+        })
+        .map_err(|e| libtest_mimic::Failed::from(format!("{e:#}")))
+}
+
+/// `prod_e2e!(name, path::to::async_fn)`: a libtest-mimic trial running
+/// `async fn(&Cluster, &TestEnv)` on the production-like control plane ([`prod_cluster`]),
+/// beside the other trials there.
+#[macro_export]
+macro_rules! prod_e2e {
+    ($name:literal, $body:path) => {
+        libtest_mimic::Trial::test($name, || {
+            $crate::support::run_e2e_on_prod_cluster($name, |cluster, env| {
+                Box::pin($body(cluster, env))
+            })
+        })
+    };
 }
 
 /// `fault_e2e!(slot, name, path::to::async_fn)`: a libtest-mimic trial running

@@ -8,9 +8,11 @@
 //! provider's shutdown taint) unless the policy accepts "dead this long means off"; delete a
 //! control-plane node; undo anything not in our record.
 
+use std::collections::BTreeSet;
+
 use jiff::{SignedDuration, Timestamp};
 
-use crate::core::action::{Action, NodeAction, NodeActionKind};
+use crate::core::action::{Action, NodeAction, NodeActionKind, node_acted_key};
 use crate::core::duration::{add, format_duration};
 use crate::core::node::{NodeState, NodeSummary};
 use crate::core::observed::NodeView;
@@ -29,10 +31,13 @@ pub struct NodeFindings {
 }
 
 /// Applies `nodeActions` to one in-scope node judged as `summary`.
+/// `acted` holds the keys of the actions already taken or recorded ([`NodeAction::acted_key`]):
+/// each is taken once per episode.
 pub fn evaluate(
     view: &NodeView,
     summary: &NodeSummary,
     policy: &ValidatedPolicy,
+    acted: &BTreeSet<String>,
     now: Timestamp,
     found: &mut NodeFindings,
 ) {
@@ -42,10 +47,10 @@ pub fn evaluate(
     match summary.state {
         NodeState::Dead => {
             if let Some(dead_at) = summary.dead_at {
-                on_dead_node(view, summary, dead_at, policy, now, found);
+                on_dead_node(view, summary, dead_at, policy, acted, now, found);
             }
         }
-        NodeState::Healthy => undo(view, policy, now, found),
+        NodeState::Healthy => undo(view, policy, acted, now, found),
         NodeState::Unhealthy => {}
     }
 }
@@ -55,11 +60,15 @@ fn on_dead_node(
     summary: &NodeSummary,
     dead_at: Timestamp,
     policy: &ValidatedPolicy,
+    acted: &BTreeSet<String>,
     now: Timestamp,
     found: &mut NodeFindings,
 ) {
     let (obs, control, a) = (&view.observation, &view.control, &policy.node_actions);
     let mut due = |kind: NodeActionKind, at: Timestamp, why: String| {
+        if acted.contains(&node_acted_key(&control.uid, kind, dead_at)) {
+            return;
+        }
         if now < at {
             found.deadlines.push(at);
             return;
@@ -71,6 +80,7 @@ fn on_dead_node(
             reason: format!("{why}; node {} {}", obs.name, summary.why),
             threshold: at,
             lease_renewed: summary.lease_renewed,
+            epoch: dead_at,
         }));
     };
     let after = |d: SignedDuration| format_duration(d);
@@ -112,12 +122,21 @@ fn on_dead_node(
 }
 
 /// Our own cordon and taint come off once the node has been Ready for `undoAfter`.
-fn undo(view: &NodeView, policy: &ValidatedPolicy, now: Timestamp, found: &mut NodeFindings) {
+fn undo(
+    view: &NodeView,
+    policy: &ValidatedPolicy,
+    acted: &BTreeSet<String>,
+    now: Timestamp,
+    found: &mut NodeFindings,
+) {
     let control = &view.control;
     if control.record.is_empty() {
         return;
     }
     let Some(ready_since) = control.ready_seen else { return };
+    if acted.contains(&node_acted_key(&control.uid, NodeActionKind::Undo, ready_since)) {
+        return;
+    }
     let at = add(ready_since, policy.node_actions.undo_after);
     if now < at {
         found.deadlines.push(at);
@@ -133,6 +152,7 @@ fn undo(view: &NodeView, policy: &ValidatedPolicy, now: Timestamp, found: &mut N
         ),
         threshold: at,
         lease_renewed: view.observation.lease_renewed,
+        epoch: ready_since,
     }));
 }
 
@@ -141,6 +161,31 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
+
+    #[test]
+    fn each_action_once_per_episode() {
+        let p = policy(false);
+        let node = dead_node();
+        let summary = summarize_node(&node, &p, Some(t(-100)), t(60));
+        let mut acted = BTreeSet::new();
+        let mut found = NodeFindings::default();
+        evaluate(&node, &summary, &p, &acted, t(60), &mut found);
+        assert_eq!(kinds(&found.candidates), vec!["Cordon"]);
+        // Recorded (say in DryRun, where the node does not change): not again.
+        let Action::Node(cordon) = &found.candidates[0] else { panic!("a node action") };
+        acted.insert(cordon.acted_key());
+        let mut again = NodeFindings::default();
+        evaluate(&node, &summary, &p, &acted, t(61), &mut again);
+        assert!(again.candidates.is_empty(), "{again:?}");
+        // A new outage (dead at another instant) is a new episode.
+        let mut later = dead_node();
+        later.observation.not_ready_seen = Some(t(500));
+        later.observation.lease_seen = Some(t(500));
+        let summary = summarize_node(&later, &p, Some(t(-100)), t(560));
+        let mut next = NodeFindings::default();
+        evaluate(&later, &summary, &p, &acted, t(560), &mut next);
+        assert_eq!(kinds(&next.candidates), vec!["Cordon"]);
+    }
     use crate::core::node::summarize_node;
     use crate::core::observed::{NodeControl, NodeObservation, NodeRecord, Readiness};
 
@@ -294,7 +339,7 @@ mod tests {
             let p = policy(r.assume_off);
             let summary = summarize_node(&r.node, &p, Some(t(-100)), t(r.at));
             let mut found = NodeFindings::default();
-            evaluate(&r.node, &summary, &p, t(r.at), &mut found);
+            evaluate(&r.node, &summary, &p, &BTreeSet::new(), t(r.at), &mut found);
             let next = found.deadlines.iter().min().map(|d| d.duration_since(t(0)).as_secs());
             assert_eq!((kinds(&found.candidates), next), r.want, "{}: {}", r.case, summary.why);
             assert!(found.undo.is_empty(), "{}", r.case);
@@ -311,7 +356,7 @@ mod tests {
         let judge = |n: &NodeView, at| {
             let summary = summarize_node(n, &p, Some(t(-100)), t(at));
             let mut found = NodeFindings::default();
-            evaluate(n, &summary, &p, t(at), &mut found);
+            evaluate(n, &summary, &p, &BTreeSet::new(), t(at), &mut found);
             found
         };
         // Nothing recorded: nothing to undo, whatever the node carries.
