@@ -1,8 +1,9 @@
 //! End-to-end tests against a real control plane (etcd, kube-apiserver,
 //! kube-controller-manager, kube-scheduler, kwok) started once per run on 127.0.0.1.
 //!
-//! Run with `tools/test` (or `cargo test --test e2e`); filter like any cargo test
-//! (`cargo test --test e2e -- dead_node`). Component logs are kept under `target/e2e/`.
+//! Run with `tools/test` (or `cargo test --features e2e-hooks --test e2e`); filter like any
+//! cargo test (`cargo test --features e2e-hooks --test e2e -- st-`). Component logs are kept
+//! under `target/e2e/`.
 
 #[path = "../support/mod.rs"]
 mod support;
