@@ -32,6 +32,7 @@ pub mod rollouts;
 pub mod rules;
 pub mod selector;
 pub mod status;
+pub mod zones;
 pub mod verdict;
 
 pub use action::{

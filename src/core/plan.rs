@@ -21,7 +21,8 @@ use super::observed::{NodeView, Observed};
 use super::policy::ValidatedPolicy;
 use super::rules::node_actions::NodeFindings;
 use super::rules::{Candidate, Findings, release_terminating_pods};
-use super::verdict::{PodDecision, Verdict};
+use super::verdict::{NotEligible, PodDecision, Verdict};
+use super::zones::{ZONE_LABEL, partitioned_zones};
 
 /// Counts for the policy's status.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -92,10 +93,28 @@ pub fn plan(observed: &Observed, policy: &ValidatedPolicy, now: Timestamp) -> Pl
     candidates.sort_by(|a, b| {
         (a.action.threshold(), a.action.target()).cmp(&(b.action.threshold(), b.action.target()))
     });
+    // A zone that looks partitioned gets no destructive action, whatever the guards say.
+    let partitioned = partitioned_zones(&observed.nodes);
+    let zone_of: BTreeMap<&str, &str> = observed
+        .nodes
+        .iter()
+        .filter_map(|n| Some((n.observation.name.as_str(), n.labels.get(ZONE_LABEL)?.as_str())))
+        .collect();
     let mut guards =
         Guards::new(&observed.recent_actions, &observed.others_actions, policy, &circuit, now);
     let mut actions = Vec::new();
     for Candidate { decision, action } in candidates {
+        let node = match &action {
+            Action::ForceDelete(fd) => fd.node.as_str(),
+            Action::Node(na) => na.node.as_str(),
+        };
+        if let Some((zone, nodes)) = zone_of.get(node).and_then(|z| partitioned.get_key_value(*z)) {
+            let reason = NotEligible::ZonePartitioned { zone: zone.clone(), nodes: *nodes };
+            if let Some(d) = decision {
+                decisions[d].verdict = Verdict::NotEligible(reason);
+            }
+            continue;
+        }
         match (guards.admit(action.owner()), decision) {
             (Ok(()), _) => actions.push(action),
             (Err(reason), Some(d)) => decisions[d].verdict = Verdict::NotEligible(reason),

@@ -48,6 +48,8 @@ pub enum NotEligible {
     Paused,
     /// Too many unhealthy nodes.
     CircuitOpen { unhealthy: u32, limit: u32 },
+    /// Every node of the pod's zone went unhealthy at once: a partition, not deaths.
+    ZonePartitioned { zone: String, nodes: u32 },
     /// `rateLimit.actionsPerMinute` is used up until `until`.
     RateLimited { until: Timestamp },
     /// `maxPodsPerOwnerPerMinute` is used up for this owner until `until`.
@@ -74,6 +76,7 @@ impl NotEligible {
             NotEligible::WithinDelay { .. } => "WithinDelay",
             NotEligible::Paused => "Paused",
             NotEligible::CircuitOpen { .. } => "CircuitOpen",
+            NotEligible::ZonePartitioned { .. } => "ZonePartitioned",
             NotEligible::RateLimited { .. } => "RateLimited",
             NotEligible::OwnerBudget { .. } => "OwnerBudget",
         }
@@ -121,6 +124,11 @@ impl fmt::Display for NotEligible {
                 write!(f, "deletionTimestamp + delayAfterGrace not reached until {until}")
             }
             NotEligible::Paused => write!(f, "policy paused"),
+            NotEligible::ZonePartitioned { zone, nodes } => write!(
+                f,
+                "all {nodes} nodes of zone {zone} went unhealthy at once: that looks like a \
+                 partition, not deaths; no destructive action there until one comes back"
+            ),
             NotEligible::CircuitOpen { unhealthy, limit } => {
                 write!(
                     f,
@@ -196,6 +204,7 @@ mod tests {
             NotEligible::WithinDelay { until: now() },
             NotEligible::Paused,
             NotEligible::CircuitOpen { unhealthy: 1, limit: 0 },
+            NotEligible::ZonePartitioned { zone: "a".into(), nodes: 2 },
             NotEligible::RateLimited { until: now() },
             NotEligible::OwnerBudget { owner, until: now() },
         ];

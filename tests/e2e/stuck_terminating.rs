@@ -33,6 +33,7 @@ pub fn trials() -> Vec<Trial> {
         e2e!("st-circuit", circuit_breaker_blocks_deletions_when_too_many_nodes_die),
         e2e!("st-fresh-start-waits", a_fresh_operator_trusts_no_evidence_older_than_its_sync),
         e2e!("st-overlapping-budget", two_overlapping_policies_share_one_owner_budget),
+        e2e!("st-zone-partition", a_zone_down_at_once_is_a_partition_not_deaths),
     ]
 }
 
@@ -600,5 +601,57 @@ async fn two_overlapping_policies_share_one_owner_budget(env: &TestEnv) -> Resul
     unique.dedup();
     ensure!(unique.len() == names.len(), "a pod was deleted twice: {names:?}");
     eprintln!("[st-overlapping-budget] second release {gap:.1}s after the first (budget 1/min)");
+    Ok(())
+}
+
+/// Both nodes of a zone die at the same instant: that looks like a partition, so their pods
+/// stay (past the instant they are due, audit log) and `plan` says why; once one node of the
+/// zone is back, the other's pod is released.
+async fn a_zone_down_at_once_is_a_partition_not_deaths(env: &TestEnv) -> Result<()> {
+    let cluster = shared_cluster().await?;
+    let zone = format!("{}-b", env.zone);
+    let mut nodes = Vec::new();
+    for suffix in ["b1", "b2"] {
+        let node = env.add_node(suffix).await?;
+        let patch = json!({ "metadata": { "labels": { ZONE_LABEL: zone } } });
+        env.nodes().patch(&node, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+        env.create_bound_pod(&format!("pod-{suffix}"), &node).await?;
+        nodes.push(node);
+    }
+    let mut spec = policy_spec("Enforce");
+    spec["safety"]["maxUnhealthyNodes"] = json!(3);
+    env.create_policy(spec).await?;
+    let _op = Operator::start(cluster, env).await?;
+    env.wait_pods_ready("app=pod-b1", 1).await?;
+    env.wait_pods_ready("app=pod-b2", 1).await?;
+    for node in &nodes {
+        env.kill_node(node).await?;
+    }
+    let mut uids = Vec::new();
+    for suffix in ["b1", "b2"] {
+        uids.push(uid(&env.delete_gracefully(&format!("pod-{suffix}"), 1).await?));
+    }
+    // Without the zone guard both pods would be due when the nodes are dead.
+    let due = env.dead_at(&nodes[1], NOT_READY_FOR, LEASE_STALE_FOR).await?;
+    still_there_until(env, "pod-b2", &uids[1], due + SignedDuration::from_secs(12)).await?;
+    let plan: serde_json::Value = serde_json::from_str(&run_plan(env, true).await?)?;
+    let waiting = plan[0]["notActing"].as_array().cloned().unwrap_or_default();
+    ensure!(
+        waiting.iter().any(|w| w["pod"] == "pod-b2" && w["code"] == "ZonePartitioned"),
+        "plan does not say the zone looks partitioned: {plan:#}"
+    );
+    let deletes = cluster.operator_pod_deletes(&env.namespace, "pod-b2")?;
+    ensure!(deletes.is_empty(), "pod-b2 deleted while its zone looked partitioned: {deletes:?}");
+
+    // One node of the zone comes back: the other is a dead node like any, its pod released.
+    let back = std::time::Instant::now();
+    env.revive_node(&nodes[0]).await?;
+    wait_gone(env, "pod-b2", &uids[1], Duration::from_secs(60)).await?;
+    let deletes = cluster.operator_pod_deletes(&env.namespace, "pod-b2")?;
+    ensure!(deletes.len() == 1, "expected one DELETE of pod-b2: {deletes:?}");
+    eprintln!(
+        "[st-zone-partition] pod-b2 released {:.1}s after one node of its zone came back",
+        back.elapsed().as_secs_f64()
+    );
     Ok(())
 }
