@@ -32,8 +32,8 @@ pub mod rollouts;
 pub mod rules;
 pub mod selector;
 pub mod status;
-pub mod zones;
 pub mod verdict;
+pub mod zones;
 
 pub use action::{
     Action, ForceDelete, FreshNode, FreshPod, FreshPolicy, LastLook, NodeAction, NodeActionKind,
