@@ -97,16 +97,7 @@ impl ForceDelete {
         if pod.excluded {
             return Err(format!("pod annotated {EXCLUDE_ANNOTATION}=true; left alone"));
         }
-        let Some(policy) = look.policy else { return Err("the policy was deleted".into()) };
-        if policy.mode != Mode::Enforce {
-            return Err(format!("the policy is in {} now; nothing deleted", policy.mode.as_str()));
-        }
-        if policy.paused {
-            return Err("the policy is paused now; nothing deleted".into());
-        }
-        if policy.generation != planned_generation {
-            return Err("the policy changed since the plan; its next evaluation decides".into());
-        }
+        policy_still_enforces(look.policy, planned_generation, "deleted")?;
         if look.lease_renewed != self.lease_renewed {
             let show = |t: Option<Timestamp>| t.map_or("none".to_string(), |t| t.to_string());
             return Err(format!(
@@ -123,14 +114,8 @@ impl ForceDelete {
                 if node.excluded {
                     return Err(format!("node annotated {EXCLUDE_ANNOTATION}=true; left alone"));
                 }
-                let own = NodeView {
-                    observation: node.observation.clone(),
-                    labels: Default::default(),
-                    excluded: node.excluded,
-                    deleted: false,
-                    control: node.control.clone(),
-                };
-                fencing_evidence(&node.observation, &own_taint_aside(fencing, &own), false)
+                let fencing = own_taint_aside(fencing, &node.control.record);
+                fencing_evidence(&node.observation, &fencing, false)
             }
             None => {
                 fencing_evidence(&NodeView::deleted_unknown(&self.node).observation, fencing, true)
@@ -158,6 +143,18 @@ pub enum NodeActionKind {
     DeleteNode,
     /// Remove this operator's own cordon and taint, and its record.
     Undo,
+}
+
+impl NodeActionKind {
+    /// The kind as recorded in the status and the metrics.
+    pub fn action_kind(self) -> ActionKind {
+        match self {
+            NodeActionKind::Cordon => ActionKind::Cordon,
+            NodeActionKind::OutOfServiceTaint { .. } => ActionKind::OutOfServiceTaint,
+            NodeActionKind::DeleteNode => ActionKind::DeleteNode,
+            NodeActionKind::Undo => ActionKind::UndoNodeActions,
+        }
+    }
 }
 
 /// An action on a node (cordon, taint, delete, undo), decided from the same evidence as pod
@@ -194,7 +191,7 @@ impl NodeAction {
         look: &LastLook<'_>,
         planned_generation: Option<i64>,
     ) -> Result<(), String> {
-        policy_still_enforces(look.policy, planned_generation)?;
+        policy_still_enforces(look.policy, planned_generation, "done")?;
         let Some(node) = &look.node else { return Err("the node is gone".into()) };
         if node.control.uid != self.uid {
             return Err("a new node with the same name replaced it; left alone".into());
@@ -247,26 +244,22 @@ impl NodeAction {
 
 /// See [`NodeAction::acted_key`]: `<node uid>/<kind>@<episode>`.
 pub fn node_acted_key(uid: &str, kind: NodeActionKind, epoch: Timestamp) -> String {
-    let kind = match kind {
-        NodeActionKind::Cordon => "Cordon",
-        NodeActionKind::OutOfServiceTaint { .. } => "OutOfServiceTaint",
-        NodeActionKind::DeleteNode => "DeleteNode",
-        NodeActionKind::Undo => "Undo",
-    };
-    format!("{uid}/{kind}@{epoch}")
+    format!("{uid}/{}@{epoch}", kind.action_kind().as_str())
 }
 
 /// The policy, read fresh, must still be in Enforce, not paused, and unchanged since the plan.
+/// `verb` says what did not happen ("nothing deleted").
 fn policy_still_enforces(
     policy: Option<FreshPolicy>,
     planned_generation: Option<i64>,
+    verb: &str,
 ) -> Result<(), String> {
     let Some(policy) = policy else { return Err("the policy was deleted".into()) };
     if policy.mode != Mode::Enforce {
-        return Err(format!("the policy is in {} now; nothing done", policy.mode.as_str()));
+        return Err(format!("the policy is in {} now; nothing {verb}", policy.mode.as_str()));
     }
     if policy.paused {
-        return Err("the policy is paused now; nothing done".into());
+        return Err(format!("the policy is paused now; nothing {verb}"));
     }
     if policy.generation != planned_generation {
         return Err("the policy changed since the plan; its next evaluation decides".into());
@@ -285,12 +278,7 @@ impl Action {
     pub fn kind(&self) -> ActionKind {
         match self {
             Action::ForceDelete(_) => ActionKind::ForceDelete,
-            Action::Node(n) => match n.kind {
-                NodeActionKind::Cordon => ActionKind::Cordon,
-                NodeActionKind::OutOfServiceTaint { .. } => ActionKind::OutOfServiceTaint,
-                NodeActionKind::DeleteNode => ActionKind::DeleteNode,
-                NodeActionKind::Undo => ActionKind::UndoNodeActions,
-            },
+            Action::Node(n) => n.kind.action_kind(),
         }
     }
 

@@ -13,7 +13,7 @@
 use jiff::{SignedDuration, Timestamp};
 
 use super::duration::{add, format_duration};
-use super::observed::{NodeObservation, NodeView, Readiness};
+use super::observed::{NodeObservation, NodeRecord, NodeView, Readiness};
 use super::policy::ValidatedPolicy;
 use crate::crd::{FencingSpec, OUT_OF_SERVICE_TAINT, SHUTDOWN_TAINT};
 
@@ -67,11 +67,11 @@ impl FencingEvidence {
 
 /// The first enabled fencing evidence on a node (`deleted`: its Node object is gone): the
 /// out-of-service taint counts only with effect `NoExecute` (what PodGC and the attach/detach
-/// The fencing settings for judging `view`: the out-of-service taint this operator added itself
-/// is never evidence for its own decisions.
-pub fn own_taint_aside(fencing: &FencingSpec, view: &NodeView) -> FencingSpec {
+/// The fencing settings for judging a node with this record: the out-of-service taint this
+/// operator added itself is never evidence for its own decisions.
+pub fn own_taint_aside(fencing: &FencingSpec, record: &NodeRecord) -> FencingSpec {
     let mut fencing = fencing.clone();
-    if view.control.record.tainted.is_some() {
+    if record.tainted.is_some() {
         fencing.out_of_service_taint = false;
     }
     fencing
@@ -133,7 +133,11 @@ pub fn summarize_node(
     now: Timestamp,
 ) -> NodeSummary {
     let obs = &view.observation;
-    let fenced_by = fencing_evidence(obs, &own_taint_aside(&policy.fencing, view), view.deleted);
+    let fenced_by = fencing_evidence(
+        obs,
+        &own_taint_aside(&policy.fencing, &view.control.record),
+        view.deleted,
+    );
     let summary = |state, dead_at, why: String, held_alive| NodeSummary {
         name: obs.name.clone(),
         state,

@@ -291,35 +291,43 @@ impl Writer {
         #[cfg(feature = "e2e-hooks")]
         self.hold_before_last_look(fd).await;
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), &fd.namespace);
-        let nodes: Api<Node> = Api::all(self.client.clone());
-        let leases: Api<Lease> = Api::namespaced(self.client.clone(), NODE_LEASE_NAMESPACE);
-        let policies: Api<RemediationPolicy> = Api::all(self.client.clone());
         let policy_name = policy.name_any();
-        let (pod, node, lease, fresh_policy) = tokio::join!(
-            pods.get_opt(&fd.name),
-            nodes.get_opt(&fd.node),
-            leases.get_opt(&fd.node),
-            policies.get_opt(&policy_name)
-        );
-        let failed = |what: &str, e: kube::Error| {
-            (ActionResult::Failed, Some(format!("last look: re-reading the {what}: {e}")))
-        };
+        let (pod, evidence) =
+            tokio::join!(pods.get_opt(&fd.name), self.reread(&fd.node, &policy_name));
         let pod = match pod {
             Ok(None) => return (ActionResult::Skipped, Some("pod already gone".into())),
             Ok(pod) => pod,
-            Err(e) => return failed("pod", e),
+            Err(e) => return (ActionResult::Failed, Some(format!("last look: the pod: {e}"))),
         };
-        let (node, lease, fresh_policy) = match (node, lease, fresh_policy) {
-            (Ok(node), Ok(lease), Ok(fresh_policy)) => (node, lease, fresh_policy),
-            (Err(e), _, _) => return failed("node", e),
-            (_, Err(e), _) => return failed("node's Lease", e),
-            (_, _, Err(e)) => return failed("policy", e),
+        let (node, lease, fresh_policy) = match evidence {
+            Ok(evidence) => evidence,
+            Err(e) => return (ActionResult::Failed, Some(e)),
         };
         let look = last_look(pod.as_ref(), node.as_ref(), lease.as_ref(), fresh_policy.as_ref());
         if let Err(skip) = fd.recheck(&look, policy.metadata.generation, &validated.fencing) {
             return (ActionResult::Skipped, Some(skip));
         }
         self.delete_pod(&pods, fd).await
+    }
+
+    /// The last look's fresh reads (never from a cache) of a node, its Lease and the policy,
+    /// all at once; `Err` says which read failed.
+    pub(crate) async fn reread(
+        &self,
+        node: &str,
+        policy: &str,
+    ) -> std::result::Result<(Option<Node>, Option<Lease>, Option<RemediationPolicy>), String> {
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let leases: Api<Lease> = Api::namespaced(self.client.clone(), NODE_LEASE_NAMESPACE);
+        let policies: Api<RemediationPolicy> = Api::all(self.client.clone());
+        let (node, lease, policy) =
+            tokio::join!(nodes.get_opt(node), leases.get_opt(node), policies.get_opt(policy));
+        let what = |what: &str, e: kube::Error| format!("last look: the {what}: {e}");
+        Ok((
+            node.map_err(|e| what("node", e))?,
+            lease.map_err(|e| what("node's Lease", e))?,
+            policy.map_err(|e| what("policy", e))?,
+        ))
     }
 
     /// DELETE with grace 0 and a UID precondition, if this replica leads.

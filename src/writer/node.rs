@@ -4,7 +4,6 @@
 //! that says what is ours to undo.
 
 use jiff::Timestamp;
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
@@ -14,8 +13,8 @@ use serde_json::json;
 use tracing::{info, warn};
 
 use super::{FIELD_MANAGER, Outcome, Writer, last_look};
-use crate::adapters::{NODE_LEASE_NAMESPACE, node_record_json, node_view};
-use crate::core::{Action, NodeAction, NodeActionKind, NodeRecord, ValidatedPolicy};
+use crate::adapters::{node_record_json, node_view};
+use crate::core::{NodeAction, NodeActionKind, NodeRecord, ValidatedPolicy};
 use crate::crd::{
     ActionKind, ActionResult, Mode, NODE_ACTIONS_ANNOTATION, OUT_OF_SERVICE_TAINT,
     OUT_OF_SERVICE_VALUE, RecentAction, RemediationPolicy,
@@ -32,7 +31,7 @@ impl Writer {
         na: NodeAction,
         now: &impl Fn() -> Timestamp,
     ) -> Outcome {
-        let kind = Action::Node(na.clone()).kind();
+        let kind = na.kind.action_kind();
         let (policy_name, mode) = (&*policy.name_any(), validated.mode);
         let (result, detail) = match mode {
             Mode::DryRun => (ActionResult::WouldAct, None),
@@ -92,20 +91,9 @@ impl Writer {
         na: &NodeAction,
         policy: &RemediationPolicy,
     ) -> (ActionResult, Option<String>) {
-        let nodes: Api<Node> = Api::all(self.client.clone());
-        let leases: Api<Lease> = Api::namespaced(self.client.clone(), NODE_LEASE_NAMESPACE);
-        let policies: Api<RemediationPolicy> = Api::all(self.client.clone());
-        let policy_name = policy.name_any();
-        let (node, lease, fresh_policy) = tokio::join!(
-            nodes.get_opt(&na.node),
-            leases.get_opt(&na.node),
-            policies.get_opt(&policy_name)
-        );
-        let (node, lease, fresh_policy) = match (node, lease, fresh_policy) {
-            (Ok(node), Ok(lease), Ok(fresh_policy)) => (node, lease, fresh_policy),
-            (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
-                return (ActionResult::Failed, Some(format!("last look: {e}")));
-            }
+        let (node, lease, fresh_policy) = match self.reread(&na.node, &policy.name_any()).await {
+            Ok(evidence) => evidence,
+            Err(e) => return (ActionResult::Failed, Some(e)),
         };
         let look = last_look(None, node.as_ref(), lease.as_ref(), fresh_policy.as_ref());
         if let Err(skip) = na.recheck(&look, policy.metadata.generation) {
@@ -120,6 +108,7 @@ impl Writer {
         if !self.may_write(write) {
             return (ActionResult::Failed, Some("not the leader: refused to write".into()));
         }
+        let nodes: Api<Node> = Api::all(self.client.clone());
         let sent = match na.kind {
             NodeActionKind::DeleteNode => {
                 let params = DeleteParams {
