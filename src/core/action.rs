@@ -306,6 +306,14 @@ impl Action {
         }
     }
 
+    /// The node the action is about (a pod's node, or the node itself).
+    pub fn node(&self) -> &str {
+        match self {
+            Action::ForceDelete(fd) => &fd.node,
+            Action::Node(n) => &n.node,
+        }
+    }
+
     /// Why, for Events, logs and status.
     pub fn reason(&self) -> &str {
         match self {

@@ -89,41 +89,9 @@ pub fn plan(observed: &Observed, policy: &ValidatedPolicy, now: Timestamp) -> Pl
         node_findings.candidates.into_iter().map(|action| Candidate { decision: None, action }),
     );
 
-    // The guards, oldest threshold first.
-    candidates.sort_by(|a, b| {
-        (a.action.threshold(), a.action.target()).cmp(&(b.action.threshold(), b.action.target()))
-    });
-    // A zone that looks partitioned gets no destructive action, whatever the guards say.
-    let partitioned = partitioned_zones(&observed.nodes);
-    let zone_of: BTreeMap<&str, &str> = observed
-        .nodes
-        .iter()
-        .filter_map(|n| Some((n.observation.name.as_str(), n.labels.get(ZONE_LABEL)?.as_str())))
-        .collect();
-    let mut guards =
-        Guards::new(&observed.recent_actions, &observed.others_actions, policy, &circuit, now);
-    let mut actions = Vec::new();
-    for Candidate { decision, action } in candidates {
-        let node = match &action {
-            Action::ForceDelete(fd) => fd.node.as_str(),
-            Action::Node(na) => na.node.as_str(),
-        };
-        if let Some((zone, nodes)) = zone_of.get(node).and_then(|z| partitioned.get_key_value(*z)) {
-            let reason = NotEligible::ZonePartitioned { zone: zone.clone(), nodes: *nodes };
-            if let Some(d) = decision {
-                decisions[d].verdict = Verdict::NotEligible(reason);
-            }
-            continue;
-        }
-        match (guards.admit(action.owner()), decision) {
-            (Ok(()), _) => actions.push(action),
-            (Err(reason), Some(d)) => decisions[d].verdict = Verdict::NotEligible(reason),
-            // A node action held by a guard waits for the next plan; the guard's reason is in
-            // the status (circuit, paused) and its deadline below (rate limit).
-            (Err(_), None) => {}
-        }
-    }
-    deadlines.extend_from_slice(guards.deadlines());
+    let (mut actions, waits) =
+        spend_guards(candidates, &mut decisions, observed, policy, &circuit, now);
+    deadlines.extend(waits);
     let released = actions.iter().filter(|a| matches!(a, Action::ForceDelete(_))).count();
     counts.eligible_pods = u32::try_from(released).unwrap_or(u32::MAX);
     // Undoing our own changes needs no storm guard, only a policy that is not paused.
@@ -142,6 +110,46 @@ pub fn plan(observed: &Observed, policy: &ValidatedPolicy, now: Timestamp) -> Pl
         next_deadline: deadlines.into_iter().filter(|t| *t > now).min(),
         counts,
     }
+}
+
+/// The candidates through the zone guard and the guards, oldest threshold first: the actions
+/// admitted, and the instants at which a guard frees. A pod held gets the guard's verdict; a
+/// node action held waits for the next plan (the guard's reason is in the status).
+fn spend_guards(
+    mut candidates: Vec<Candidate>,
+    decisions: &mut [PodDecision],
+    observed: &Observed,
+    policy: &ValidatedPolicy,
+    circuit: &Circuit,
+    now: Timestamp,
+) -> (Vec<Action>, Vec<Timestamp>) {
+    candidates.sort_by(|a, b| {
+        (a.action.threshold(), a.action.target()).cmp(&(b.action.threshold(), b.action.target()))
+    });
+    // A zone that looks partitioned gets no destructive action, whatever the guards say.
+    let partitioned = partitioned_zones(&observed.nodes);
+    let zone_of: BTreeMap<&str, &str> = observed
+        .nodes
+        .iter()
+        .filter_map(|n| Some((n.observation.name.as_str(), n.labels.get(ZONE_LABEL)?.as_str())))
+        .collect();
+    let mut guards =
+        Guards::new(&observed.recent_actions, &observed.others_actions, policy, circuit, now);
+    let mut actions = Vec::new();
+    for Candidate { decision, action } in candidates {
+        let verdict = match zone_of.get(action.node()).and_then(|z| partitioned.get_key_value(*z)) {
+            Some((zone, nodes)) => {
+                Err(NotEligible::ZonePartitioned { zone: zone.clone(), nodes: *nodes })
+            }
+            None => guards.admit(action.owner()),
+        };
+        match (verdict, decision) {
+            (Ok(()), _) => actions.push(action),
+            (Err(reason), Some(d)) => decisions[d].verdict = Verdict::NotEligible(reason),
+            (Err(_), None) => {}
+        }
+    }
+    (actions, guards.deadlines().to_vec())
 }
 
 /// `nodeActions` over the in-scope nodes that exist.
