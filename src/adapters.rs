@@ -13,10 +13,55 @@ use crate::core::{
 };
 use crate::crd::{
     CONTROL_PLANE_LABELS, EXCLUDE_ANNOTATION, NODE_ACTIONS_ANNOTATION, OTHER_REMEDIATORS,
+    REARM_ANNOTATION, RemediationPolicy,
 };
 
 /// The namespace where kubelets keep their heartbeat Leases.
 pub const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
+
+/// The kubelet's Warning Events about a pod (core/v1, field selector on its UID), newest first,
+/// each quoted briefly as `Reason: message` (at most 200 characters): what a kubelet that does
+/// not finish a pod says it is stuck on (FailedKillPod, a volume that does not unmount, ...).
+pub async fn kubelet_warnings(
+    client: &kube::Client,
+    namespace: &str,
+    pod_uid: &str,
+) -> kube::Result<Vec<String>> {
+    use k8s_openapi::api::core::v1::Event;
+    let events: kube::Api<Event> = kube::Api::namespaced(client.clone(), namespace);
+    let params = kube::api::ListParams::default()
+        .fields(&format!("involvedObject.uid={pod_uid},type=Warning"))
+        .limit(50);
+    let mut found: Vec<(Option<jiff::Timestamp>, String)> = events
+        .list(&params)
+        .await?
+        .items
+        .into_iter()
+        .filter(|e| {
+            let from = |c: Option<&String>| c.is_some_and(|c| c == "kubelet");
+            from(e.reporting_component.as_ref())
+                || from(e.source.as_ref().and_then(|s| s.component.as_ref()))
+        })
+        .map(|e| {
+            let when =
+                e.last_timestamp.as_ref().map(|t| t.0).or(e.event_time.as_ref().map(|t| t.0));
+            let text = format!(
+                "{}: {}",
+                e.reason.unwrap_or_default(),
+                e.message.unwrap_or_default().replace('\n', " ")
+            );
+            let brief: String = text.chars().take(200).collect();
+            (when, brief)
+        })
+        .collect();
+    found.sort_by_key(|f| std::cmp::Reverse(f.0));
+    Ok(found.into_iter().map(|(_, text)| text).collect())
+}
+
+/// The value of the policy's re-arm annotation (`remediator.io/rearm-circuit`), if set.
+pub fn rearm_token(policy: &RemediationPolicy) -> Option<String> {
+    policy.metadata.annotations.as_ref()?.get(REARM_ANNOTATION).cloned()
+}
 
 /// Builds the observation of a node from its object and (when found) its kubelet Lease.
 pub fn node_observation(node: &Node, lease: Option<&Lease>) -> NodeObservation {
@@ -43,6 +88,7 @@ pub fn node_observation(node: &Node, lease: Option<&Lease>) -> NodeObservation {
             .and_then(|s| s.taints.as_ref())
             .map(|taints| taints.iter().map(|t| format!("{}:{}", t.key, t.effect)).collect())
             .unwrap_or_default(),
+        volumes_in_use: status.and_then(|s| s.volumes_in_use.clone()).unwrap_or_default(),
     }
 }
 
@@ -103,19 +149,24 @@ pub fn node_record_json(record: &NodeRecord) -> String {
     .to_string()
 }
 
-/// A Terminating pod as the operator remembers it (PVC names instead of their access modes,
-/// which are looked up when the view is assembled).
+/// A pod as the operator remembers it (PVC names instead of their access modes, which are
+/// looked up when the view is assembled; `view.has_rwo_volume` says only whether an inline
+/// single-writer volume was found).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PodRecord {
     pub view: PodView,
     pub claims: Vec<String>,
 }
 
-/// The compact record of a pod, or `None` when the pod is not Terminating (the operator keeps
-/// nothing about running pods).
+/// The compact record of a pod, or `None` when the pod is neither Terminating nor left
+/// Ready=False with every container ready (the operator keeps nothing about other pods).
 pub fn pod_record(pod: &Pod) -> Option<PodRecord> {
     let meta = &pod.metadata;
-    let deletion = meta.deletion_timestamp.as_ref()?.0;
+    let deletion = meta.deletion_timestamp.as_ref().map(|t| t.0);
+    let stale_ready_since = match deletion {
+        None => Some(stale_ready_since(pod)?),
+        Some(_) => None,
+    };
     let spec = pod.spec.as_ref();
     let owner = meta.owner_references.as_ref().and_then(|refs| {
         refs.iter().find(|r| r.controller == Some(true)).map(|r| OwnerRef {
@@ -124,14 +175,17 @@ pub fn pod_record(pod: &Pod) -> Option<PodRecord> {
             uid: r.uid.clone(),
         })
     });
-    let claims = spec
-        .and_then(|s| s.volumes.as_ref())
-        .map(|vols| {
-            vols.iter()
-                .filter_map(|v| v.persistent_volume_claim.as_ref().map(|c| c.claim_name.clone()))
-                .collect()
+    let volumes = spec.and_then(|s| s.volumes.as_deref()).unwrap_or_default();
+    let pod_name = meta.name.as_deref().unwrap_or_default();
+    // A generic ephemeral volume's claim is named after the pod and the volume.
+    let claims = volumes
+        .iter()
+        .filter_map(|v| match (&v.persistent_volume_claim, &v.ephemeral) {
+            (Some(c), _) => Some(c.claim_name.clone()),
+            (None, Some(_)) => Some(format!("{pod_name}-{}", v.name)),
+            _ => None,
         })
-        .unwrap_or_default();
+        .collect();
     Some(PodRecord {
         view: PodView {
             namespace: meta.namespace.clone().unwrap_or_default(),
@@ -141,19 +195,66 @@ pub fn pod_record(pod: &Pod) -> Option<PodRecord> {
             labels: meta.labels.clone().unwrap_or_default(),
             namespace_labels: Default::default(),
             owner,
-            deletion_timestamp: Some(deletion),
+            deletion_timestamp: deletion,
             deletion_grace_seconds: meta.deletion_grace_period_seconds,
             is_mirror: meta
                 .annotations
                 .as_ref()
                 .is_some_and(|a| a.contains_key("kubernetes.io/config.mirror")),
-            has_rwo_volume: false,
+            has_rwo_volume: volumes.iter().any(single_writer_inline),
             excluded: excluded(meta.annotations.as_ref()),
             phase: pod.status.as_ref().and_then(|s| s.phase.clone()),
             blocks_rollout: None,
+            finalizers: meta.finalizers.clone().unwrap_or_default(),
+            running_containers: running_containers(pod),
+            stale_ready_since,
         },
         claims,
     })
+}
+
+/// An inline volume of a kind only one node can write at a time (a cloud or network block
+/// device named in the pod itself, not through a claim): such a pod needs fencing like one with
+/// a ReadWriteOnce claim.
+fn single_writer_inline(v: &k8s_openapi::api::core::v1::Volume) -> bool {
+    v.aws_elastic_block_store.is_some()
+        || v.gce_persistent_disk.is_some()
+        || v.azure_disk.is_some()
+        || v.cinder.is_some()
+        || v.rbd.is_some()
+        || v.iscsi.is_some()
+        || v.fc.is_some()
+        || v.vsphere_volume.is_some()
+        || v.portworx_volume.is_some()
+        || v.photon_persistent_disk.is_some()
+        || v.scale_io.is_some()
+        || v.storageos.is_some()
+}
+
+/// For a running pod whose Ready condition is False while every container reports ready: when
+/// the condition went False (`Timestamp::UNIX_EPOCH` when it says nothing). `None` otherwise.
+fn stale_ready_since(pod: &Pod) -> Option<jiff::Timestamp> {
+    let status = pod.status.as_ref()?;
+    if status.phase.as_deref() != Some("Running") {
+        return None;
+    }
+    let ready = status.conditions.as_ref()?.iter().find(|c| c.type_ == "Ready")?;
+    let containers = status.container_statuses.as_ref().filter(|c| !c.is_empty())?;
+    let all_ready =
+        containers.iter().all(|c| c.ready && c.state.as_ref().is_some_and(|s| s.running.is_some()));
+    (ready.status == "False" && all_ready)
+        .then(|| ready.last_transition_time.as_ref().map_or(jiff::Timestamp::UNIX_EPOCH, |t| t.0))
+}
+
+/// The names of the pod's containers whose status says running.
+fn running_containers(pod: &Pod) -> Vec<String> {
+    let statuses = pod.status.as_ref().and_then(|s| s.container_statuses.as_ref());
+    statuses
+        .into_iter()
+        .flatten()
+        .filter(|c| c.state.as_ref().is_some_and(|s| s.running.is_some()))
+        .map(|c| c.name.clone())
+        .collect()
 }
 
 /// The compact view of a Deployment.
@@ -292,5 +393,55 @@ mod tests {
         assert_eq!(view.deletion_grace_seconds, Some(30));
         assert!(view.excluded);
         assert!(!view.is_mirror);
+        assert!(!view.has_rwo_volume, "a claim's access modes are looked up later");
+    }
+
+    #[test]
+    fn single_writer_volumes_need_fencing_whatever_their_kind() {
+        let with = |volume: serde_json::Value| -> PodRecord {
+            let pod: Pod = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "db-0", "namespace": "ns", "uid": "u",
+                             "deletionTimestamp": "2026-01-01T00:00:30Z"},
+                "spec": {"nodeName": "n1", "containers": [], "volumes": [volume]}
+            }))
+            .expect("valid pod");
+            pod_record(&pod).expect("terminating")
+        };
+        // (volume, inline single writer, claims looked up)
+        let table = [
+            (
+                serde_json::json!({"name": "d", "awsElasticBlockStore": {"volumeID": "vol-1"}}),
+                true,
+                vec![],
+            ),
+            (
+                serde_json::json!({"name": "d", "gcePersistentDisk": {"pdName": "disk"}}),
+                true,
+                vec![],
+            ),
+            (
+                serde_json::json!({"name": "d", "rbd": {"monitors": ["m"], "image": "i"}}),
+                true,
+                vec![],
+            ),
+            (
+                serde_json::json!({"name": "d", "iscsi": {"targetPortal": "t", "iqn": "q", "lun": 0}}),
+                true,
+                vec![],
+            ),
+            (serde_json::json!({"name": "d", "nfs": {"server": "s", "path": "/"}}), false, vec![]),
+            (serde_json::json!({"name": "d", "emptyDir": {}}), false, vec![]),
+            (
+                serde_json::json!({"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {
+                    "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}}}),
+                false,
+                vec!["db-0-scratch".to_string()],
+            ),
+        ];
+        for (volume, inline, claims) in table {
+            let record = with(volume.clone());
+            assert_eq!(record.view.has_rwo_volume, inline, "{volume}");
+            assert_eq!(record.claims, claims, "{volume}");
+        }
     }
 }

@@ -35,6 +35,13 @@ pub struct StuckLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CauseLabels {
+    pub policy: String,
+    /// A [`crate::core::stuck::StuckCause`] code.
+    pub cause: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PolicyLabels {
     pub policy: String,
 }
@@ -69,6 +76,8 @@ pub struct ErrorLabels {
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
 pub enum WriteKind {
     DeletePod,
+    PatchPod,
+    EvictPod,
     PatchNode,
     DeleteNode,
     PatchStatus,
@@ -97,6 +106,10 @@ pub struct Metrics {
     pub policy_invalid: Family<PolicyLabels, Gauge>,
     /// Pods on dead nodes held because their node lacks fencing evidence.
     pub pods_needing_fencing: Family<PolicyLabels, Gauge>,
+    /// Pods stuck Terminating on live nodes, by diagnosed cause.
+    pub live_node_stuck: Family<CauseLabels, Gauge>,
+    /// Pods left Ready=False after a node blip.
+    pub stale_ready: Family<PolicyLabels, Gauge>,
     /// Reconcile failures by error category.
     pub reconcile_errors: Family<ErrorLabels, Counter>,
     /// How long each policy reconcile took, from reading the state to writing the status.
@@ -133,6 +146,8 @@ impl Metrics {
             circuit_open: Family::default(),
             policy_invalid: Family::default(),
             pods_needing_fencing: Family::default(),
+            live_node_stuck: Family::default(),
+            stale_ready: Family::default(),
             reconcile_errors: Family::default(),
             reconcile_duration: Histogram::new([
                 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
@@ -171,6 +186,21 @@ impl Metrics {
             "circuit_open",
             "1 while a policy takes no destructive action because too many nodes are unhealthy",
             m.circuit_open.clone(),
+        );
+        r.register(
+            "pods_needing_fencing",
+            "Pods on a policy's dead nodes held because their node lacks fencing evidence",
+            m.pods_needing_fencing.clone(),
+        );
+        r.register(
+            "live_node_stuck_pods",
+            "Pods stuck Terminating on a policy's live (Ready) nodes, by diagnosed cause",
+            m.live_node_stuck.clone(),
+        );
+        r.register(
+            "stale_ready_pods",
+            "Pods on a policy's nodes left Ready=False after a node blip while every container is ready",
+            m.stale_ready.clone(),
         );
         r.register(
             "policy_invalid",
@@ -230,9 +260,22 @@ impl Metrics {
         self.circuit_open.remove(&PolicyLabels { policy: policy.to_string() });
         self.policy_invalid.remove(&PolicyLabels { policy: policy.to_string() });
         self.pods_needing_fencing.remove(&PolicyLabels { policy: policy.to_string() });
+        self.stale_ready.remove(&PolicyLabels { policy: policy.to_string() });
+        for cause in crate::core::stuck::StuckCause::CODES {
+            self.live_node_stuck.remove(&CauseLabels { policy: policy.to_string(), cause });
+        }
         for state in [NodeState::Healthy, NodeState::Unhealthy, NodeState::Dead] {
             self.stuck_pods
                 .remove(&StuckLabels { policy: policy.to_string(), node_state: Label(state) });
+        }
+        use strum::IntoEnumIterator;
+        for (action, mode) in ActionKind::iter().flat_map(|a| Mode::iter().map(move |m| (a, m))) {
+            let policy = policy.to_string();
+            self.action_delay.remove(&DelayLabels { policy: policy.clone(), action, mode });
+            for result in ActionResult::iter() {
+                let labels = ActionLabels { policy: policy.clone(), action, mode, result };
+                self.actions.remove(&labels);
+            }
         }
     }
 }
@@ -240,6 +283,35 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_forgotten_policy_leaves_no_series() {
+        let m = Metrics::new();
+        for policy in ["gone", "kept"] {
+            let labels = |action, result| ActionLabels {
+                policy: policy.into(),
+                action,
+                mode: Mode::Enforce,
+                result,
+            };
+            m.actions.get_or_create(&labels(ActionKind::Evict, ActionResult::Skipped)).inc();
+            m.actions.get_or_create(&labels(ActionKind::ForceDelete, ActionResult::Done)).inc();
+            let delay = DelayLabels {
+                policy: policy.into(),
+                action: ActionKind::Cordon,
+                mode: Mode::DryRun,
+            };
+            m.action_delay.get_or_create(&delay).observe(0.1);
+            m.circuit_open.get_or_create(&PolicyLabels { policy: policy.into() }).set(1);
+            m.stale_ready.get_or_create(&PolicyLabels { policy: policy.into() }).set(2);
+            let cause = CauseLabels { policy: policy.into(), cause: "Finalizers" };
+            m.live_node_stuck.get_or_create(&cause).set(1);
+        }
+        m.forget_policy("gone");
+        let text = m.encode();
+        assert!(!text.contains("policy=\"gone\""), "{text}");
+        assert!(text.contains("policy=\"kept\""), "{text}");
+    }
 
     #[test]
     fn encodes_labelled_series_with_prefix() {

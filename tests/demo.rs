@@ -3,7 +3,8 @@
 //! reproduces field incident 1 (a node dies, its pod stays Terminating forever and a Recreate
 //! rollout is stuck behind it), and runs kube-remediator with a policy: first in DryRun (it
 //! records what it would do, `plan` shows it), then in Enforce (it force-deletes the pod and
-//! the rollout completes).
+//! the rollout completes). Then field incident 3: a pod stuck Terminating on a healthy node,
+//! held by a finalizer nobody removes, which kube-remediator diagnoses and reports (`explain`).
 
 // The demo uses a small part of the test support; the end-to-end tests, which include the same
 // module without this allowance, keep it free of dead code.
@@ -92,6 +93,7 @@ async fn scenario(n: &Narrator, cluster: &Cluster, remediator: &std::path::Path)
         "mode": "DryRun",
         "deadNode": { "notReadyFor": "10s", "leaseStaleFor": "40s" },
         "stuckTerminating": { "delayAfterGrace": "5s" },
+        "liveNodeStuck": { "delayAfterGrace": "5s" },
         "safety": { "maxUnhealthyNodes": 1 },
     }))
     .await?;
@@ -211,7 +213,57 @@ async fn scenario(n: &Narrator, cluster: &Cluster, remediator: &std::path::Path)
     println!();
     n.say("kube-remediator cluster-info:");
     remediator_cli(remediator, cluster, &["cluster-info"])?;
+    incident_3(n, &env, cluster, remediator, &spare).await?;
     drop(operator);
+    Ok(())
+}
+
+/// Field incident 3 on the healthy node `node`: a pod held by a finalizer nobody removes stays
+/// Terminating although its kubelet finished it; kube-remediator diagnoses it and, with the
+/// policy's defaults, only reports it.
+async fn incident_3(
+    n: &Narrator,
+    env: &TestEnv,
+    cluster: &Cluster,
+    remediator: &std::path::Path,
+    node: &str,
+) -> Result<()> {
+    println!();
+    let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
+        "metadata": { "name": "billing", "finalizers": ["example.com/backup-done"] },
+        "spec": {
+            "nodeName": node, "terminationGracePeriodSeconds": 1,
+            "containers": [{ "name": "billing", "image": "registry.invalid/billing:v1" }],
+        },
+    }))?;
+    env.pods().create(&PostParams::default(), &pod).await?;
+    wait_for("billing to run", Duration::from_secs(30), || async {
+        Ok(env.pods().get_opt("billing").await?.filter(support::env::pod_is_ready))
+    })
+    .await?;
+    env.delete_gracefully("billing", 1).await?;
+    n.say(&format!(
+        "incident 3: pod billing on healthy node {node} is deleted, its kubelet finishes it, and it \
+         stays Terminating: the finalizer example.com/backup-done is never removed"
+    ));
+    let stuck = env
+        .wait_policy("the stuck pod in the status", Duration::from_secs(30), |s| {
+            s.stuck_on_live_nodes.iter().find(|p| p.name == "billing").cloned()
+        })
+        .await?;
+    n.say(&format!(
+        "kube-remediator reports it ({}): {} (a StuckTerminating Event, status.stuckOnLiveNodes, \
+         kube_remediator_live_node_stuck_pods); the policy only reports it",
+        stuck.cause, stuck.detail
+    ));
+    n.say("`kubectl remediator explain pod demo/billing` (the binary as the kubectl plugin) says:");
+    let target = format!("{}/billing", env.namespace);
+    remediator_cli(remediator, cluster, &["explain", "pod", &target, "--observe", "0s"])?;
+    let release = json!({ "metadata": { "finalizers": null } });
+    env.pods().patch("billing", &PatchParams::default(), &Patch::Merge(&release)).await?;
+    n.say(
+        "the finalizer's owner (or finalizers.removable in a policy) releases it: billing is gone",
+    );
     Ok(())
 }
 

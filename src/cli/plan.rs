@@ -1,32 +1,20 @@
 //! `kube-remediator plan`: what every policy would do right now, like `terraform plan`.
-//! One-shot and read-only: it lists the cluster once, watches the kubelet Leases for a short
-//! while (`--observe`), runs the same planner as the operator and prints the decisions. It never
-//! writes anything.
-//!
-//! What a one-shot listing cannot know: the running operator times every piece of evidence by
-//! its own clock, from when it saw it change. `plan` sees a Lease change only during `--observe`
-//! (longer than a kubelet's 10 s renewal period by default, so a live kubelet shows itself);
-//! evidence older than that it can only date by the timestamps in the objects, written by the
-//! nodes' own clocks. It says so in its output.
+//! One-shot and read-only: it takes a [`snapshot`] of the cluster (listed once, the kubelet
+//! Leases watched for `--observe`), which runs the same planner as the operator, and prints the
+//! decisions. It never writes anything. What a one-shot look cannot know it says in its output.
 
 use std::process::ExitCode;
 
-use futures::StreamExt;
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::coordination::v1::Lease;
 use kube::ResourceExt;
-use kube::api::{Api, ListParams, WatchEvent, WatchParams};
 use serde_json::json;
 
-use super::ConnectionArgs;
+use super::snapshot::{self, PolicyPlan, Snapshot};
 use super::table::{Table, human};
-use crate::adapters::NODE_LEASE_NAMESPACE;
-use crate::controllers::kinds::WATCHED;
-use crate::controllers::memory::PolicyMemory;
-use crate::controllers::state::{ClusterState, WatchedKind};
-use crate::core::{Action, NodeState, Observed, Plan, Verdict, parse_duration, plan, validate};
-use crate::crd::{Mode, RemediationPolicy};
-use crate::{Error, Result};
+use super::{ConnectionArgs, StormArgs};
+use crate::Result;
+use crate::core::{Action, NodeState, Plan, Verdict, parse_duration};
+use crate::crd::Mode;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -43,6 +31,9 @@ pub struct Args {
     /// renewal period; `0s` plans from the listed timestamps alone.
     #[arg(long, default_value = "12s", value_parser = parse_observe)]
     observe: SignedDuration,
+
+    #[command(flatten)]
+    storm: StormArgs,
 }
 
 fn parse_observe(text: &str) -> std::result::Result<SignedDuration, String> {
@@ -55,61 +46,10 @@ enum Output {
     Json,
 }
 
-/// One policy's result.
-struct PolicyPlan {
-    policy: RemediationPolicy,
-    outcome: std::result::Result<Plan, String>,
-}
-
 pub async fn run(conn: &ConnectionArgs, args: Args) -> Result<ExitCode> {
     let client = conn.one_shot_client().await?;
-    let mut lp = ListParams::default();
-    if let Some(selector) = &args.policy_selector {
-        lp = lp.labels(selector);
-    }
-    let policies = match Api::<RemediationPolicy>::all(client.clone()).list(&lp).await {
-        Ok(list) => list.items,
-        Err(kube::Error::Api(s)) if s.code == 404 => return Err(Error::CrdMissing),
-        Err(source) => return Err(Error::List { kind: "remediationpolicies", source }),
-    };
-
-    let now = crate::clock::now();
-    let mut state = ClusterState::new();
-    let mut lease_version = String::new();
-    for kind in WATCHED {
-        let resource = kind.kind().as_str();
-        let version = kind
-            .load(client.clone(), &mut state, now)
-            .await
-            .map_err(|source| Error::List { kind: resource, source })?;
-        if kind.kind() == WatchedKind::Lease {
-            lease_version = version;
-        }
-    }
-    let leases = Api::<Lease>::namespaced(client.clone(), NODE_LEASE_NAMESPACE);
-    let listed_at = now;
-    observe_renewals(&mut state, &leases, &lease_version, args.observe).await?;
-    let now = crate::clock::now();
-    let observed = one_shot_observed(&state, listed_at, now);
-    let note = evidence_note(args.observe);
-
-    let mut plans = Vec::new();
-    for policy in policies {
-        let outcome = validate(&policy.spec).map_err(|e| e.reason).map(|validated| {
-            // The same history the operator starts from: the policy's recorded actions. In
-            // DryRun a pod already recorded is still shown as what the policy would do: the
-            // audit reader wants every would-be action, not only the ones not reported yet.
-            let (recent_actions, mut acted_pods) =
-                PolicyMemory::default().history(validated.mode, policy.status.as_ref(), now);
-            if validated.mode == Mode::DryRun {
-                acted_pods.clear();
-            }
-            let observed = Observed { recent_actions, acted_pods, ..observed.clone() };
-            plan(&observed, &validated, now)
-        });
-        plans.push(PolicyPlan { policy, outcome });
-    }
-
+    let Snapshot { plans, state, now, note, .. } =
+        snapshot::take(&client, args.policy_selector.as_deref(), args.observe, args.storm).await?;
     let blocked = state.rollout_analysis(now).blocked;
     match args.output {
         Output::Json => {
@@ -123,78 +63,6 @@ pub async fn run(conn: &ConnectionArgs, args: Args) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-fn renew_time(lease: &Lease) -> Option<Timestamp> {
-    lease.spec.as_ref().and_then(|s| s.renew_time.as_ref()).map(|t| t.0)
-}
-
-/// Watches the Leases from the listed version for `observe`: each renewal arriving is seen,
-/// by our clock, when it arrives.
-async fn observe_renewals(
-    state: &mut ClusterState,
-    leases: &Api<Lease>,
-    version: &str,
-    observe: SignedDuration,
-) -> Result<()> {
-    let Ok(observe) = std::time::Duration::try_from(observe) else { return Ok(()) };
-    if observe.is_zero() {
-        return Ok(());
-    }
-    let watch_error = |source| Error::List { kind: "leases", source };
-    let params =
-        WatchParams::default().timeout(u32::try_from(observe.as_secs() + 1).unwrap_or(300));
-    let stream = leases.watch(&params, version).await.map_err(watch_error)?;
-    let mut stream = std::pin::pin!(stream);
-    let deadline = tokio::time::Instant::now() + observe;
-    while let Ok(next) = tokio::time::timeout_at(deadline, stream.next()).await {
-        match next {
-            Some(Ok(WatchEvent::Added(l) | WatchEvent::Modified(l))) => {
-                state.apply_lease(&l.name_any(), renew_time(&l), crate::clock::now());
-            }
-            Some(Ok(_)) => {}
-            // An expired version or a broken stream: plan with what was seen so far.
-            Some(Err(_)) | None => break,
-        }
-    }
-    Ok(())
-}
-
-/// The planner's input for a one-shot run. Evidence seen changing during the observation is
-/// timed by our clock; older evidence can only be dated by the timestamps in the objects (the
-/// nodes' and the node controller's clocks), never later than the listing.
-fn one_shot_observed(state: &ClusterState, listed_at: Timestamp, now: Timestamp) -> Observed {
-    let mut observed = state.observe(now, Vec::new(), Default::default());
-    for node in &mut observed.nodes {
-        let obs = &mut node.observation;
-        if obs.lease_seen.is_some_and(|seen| seen <= listed_at) {
-            obs.lease_seen = obs.lease_renewed.map(|t| t.min(listed_at));
-            obs.seen_from_stamps = true;
-        }
-        if obs.not_ready_seen.is_some_and(|seen| seen <= listed_at)
-            && let Some(transition) = obs.ready_transition
-        {
-            obs.not_ready_seen = Some(transition.min(listed_at));
-            obs.not_ready_from_stamp = true;
-        }
-    }
-    observed.watch_synced_at = Some(Timestamp::MIN);
-    observed.suspended = None;
-    observed
-}
-
-/// What this run could and could not see, said plainly.
-fn evidence_note(observe: SignedDuration) -> String {
-    format!(
-        "Evidence: kubelet Leases watched for {}; a renewal seen meanwhile is timed by this \
-         machine's clock. Older evidence is dated by the timestamps in the objects (the nodes' \
-         own clocks), which the running operator never does: it times everything from when it \
-         saw it change, and trusts nothing older than its own start. Rate limits and pods already \
-         force-deleted (Enforce) come from each policy's status.recentActions (its last 20 \
-         records), where the operator remembers every action since it started; in DryRun every \
-         would-be action is shown, also those already recorded.",
-        crate::core::format_duration(observe)
-    )
 }
 
 fn to_json(p: &PolicyPlan, now: Timestamp, note: &str) -> serde_json::Value {
@@ -218,6 +86,26 @@ fn to_json(p: &PolicyPlan, now: Timestamp, note: &str) -> serde_json::Value {
                 "action": action.kind().as_str(), "node": na.node, "reason": na.reason,
                 "dueSince": na.threshold.to_string(),
             }),
+            Action::Evict(e) => json!({
+                "action": "Evict", "namespace": e.namespace, "pod": e.name, "uid": e.uid,
+                "node": e.node, "reason": e.reason, "dueSince": e.threshold.to_string(),
+            }),
+            Action::RemoveFinalizers(rf) => json!({
+                "action": "RemoveFinalizers", "namespace": rf.namespace, "pod": rf.name,
+                "uid": rf.uid, "node": rf.node, "finalizers": rf.remove, "reason": rf.reason,
+                "dueSince": rf.threshold.to_string(),
+            }),
+        })
+        .collect();
+    let stuck: Vec<_> = plan
+        .stuck
+        .iter()
+        .map(|s| {
+            json!({
+                "namespace": s.namespace, "pod": s.name, "node": s.node,
+                "cause": s.cause.code(), "detail": s.cause.detail(),
+                "stuckSince": s.since.to_string(),
+            })
         })
         .collect();
     let waiting: Vec<_> = plan
@@ -250,11 +138,19 @@ fn to_json(p: &PolicyPlan, now: Timestamp, note: &str) -> serde_json::Value {
         "valid": true,
         "evaluatedAt": now.to_string(),
         "evidence": note,
-        "circuit": { "open": plan.circuit.open, "unhealthy": plan.circuit.unhealthy,
-                     "limit": plan.circuit.limit, "message": plan.circuit.message() },
+        "circuit": { "open": plan.storm.holds(), "state": plan.storm.memory.state,
+                     "reason": plan.storm.reason(), "unhealthy": plan.circuit.unhealthy,
+                     "limit": plan.circuit.limit, "clusterUnhealthy": plan.storm.cluster.unhealthy,
+                     "clusterNodes": plan.storm.cluster.in_scope,
+                     "clusterLimit": plan.storm.cluster.limit, "message": plan.storm.message() },
         "counts": { "matchedNodes": plan.counts.matched_nodes, "unhealthyNodes": plan.counts.unhealthy_nodes,
                     "deadNodes": plan.counts.dead_nodes, "stuckPods": plan.counts.stuck_pods },
         "actions": actions,
+        "stuckOnLiveNodes": stuck,
+        "staleReadyPods": plan.stale.iter().map(|s| json!({
+            "namespace": s.namespace, "pod": s.name, "node": s.node,
+            "readyFalseSince": s.ready_false_since.to_string(), "note": s.note,
+        })).collect::<Vec<_>>(),
         "notActing": waiting,
         "unhealthyNodes": nodes,
         "nextDeadline": plan.next_deadline.map(|t| t.to_string()),
@@ -313,8 +209,13 @@ fn print_plan(p: &PolicyPlan, plan: &Plan, now: Timestamp) {
         c.dead_nodes,
         c.stuck_pods
     );
-    let circuit = if plan.circuit.open { "OPEN" } else { "closed" };
-    println!("  circuit {circuit}: {}", plan.circuit.message());
+    let circuit = if plan.storm.holds() { "OPEN" } else { "closed" };
+    println!("  circuit {circuit} ({}): {}", plan.storm.reason(), plan.storm.message());
+    let cluster = &plan.storm.cluster;
+    println!(
+        "  cluster: {} of {} nodes unhealthy, limit {} (--max-unhealthy-nodes-in-cluster {})",
+        cluster.unhealthy, cluster.in_scope, cluster.limit, cluster.max_unhealthy
+    );
 
     let mut t = Table::new(["NODE", "STATE", "FENCED BY", "WHY"]);
     for n in plan.nodes.iter().filter(|n| n.state != NodeState::Healthy) {
@@ -332,6 +233,10 @@ fn print_plan(p: &PolicyPlan, plan: &Plan, now: Timestamp) {
         let (pod, node) = match action {
             Action::ForceDelete(fd) => (format!("{}/{}", fd.namespace, fd.name), fd.node.clone()),
             Action::Node(na) => ("-".to_string(), na.node.clone()),
+            Action::RemoveFinalizers(rf) => {
+                (format!("{}/{}", rf.namespace, rf.name), rf.node.clone())
+            }
+            Action::Evict(e) => (format!("{}/{}", e.namespace, e.name), e.node.clone()),
         };
         t.row([
             format!("{verb} {}", action.kind().as_str()),
@@ -348,6 +253,27 @@ fn print_plan(p: &PolicyPlan, plan: &Plan, now: Timestamp) {
         if let Verdict::NotEligible(why) = &d.verdict {
             t.row([format!("{}/{}", d.namespace, d.name), d.node.clone(), why.to_string()]);
         }
+    }
+    t.print_if_any("  ");
+    let mut t = Table::new(["LEFT READY=FALSE", "NODE", "SINCE", "WHAT"]);
+    for s in &plan.stale {
+        t.row([
+            format!("{}/{}", s.namespace, s.name),
+            s.node.clone(),
+            s.ready_false_since.to_string(),
+            s.note.clone(),
+        ]);
+    }
+    t.print_if_any("  ");
+    let mut t = Table::new(["STUCK ON A LIVE NODE", "NODE", "CAUSE", "STUCK FOR", "EVIDENCE"]);
+    for s in &plan.stuck {
+        t.row([
+            format!("{}/{}", s.namespace, s.name),
+            s.node.clone(),
+            s.cause.code().to_string(),
+            human(now.duration_since(s.since)),
+            s.cause.detail(),
+        ]);
     }
     t.print_if_any("  ");
     if let Some(t) = plan.next_deadline {

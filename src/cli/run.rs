@@ -17,7 +17,7 @@ use kube::Client;
 use kube::api::{Api, ListParams};
 use tracing::{error, info, warn};
 
-use super::ConnectionArgs;
+use super::{ConnectionArgs, StormArgs};
 use crate::controllers::kinds::{WATCHED, spawn_watches};
 use crate::controllers::policy::{self, Context};
 use crate::controllers::state::ClusterState;
@@ -79,6 +79,9 @@ pub struct Args {
     )]
     lease_duration: u64,
 
+    #[command(flatten)]
+    storm: StormArgs,
+
     /// Test builds only: before the last look of each force delete, create
     /// `<DIR>/<pod uid>.held` and wait until `<DIR>/<pod uid>.release` exists.
     #[cfg(feature = "e2e-hooks")]
@@ -111,11 +114,15 @@ pub async fn run(conn: &ConnectionArgs, args: Args) -> Result<ExitCode> {
         }))
     };
 
+    // The writer's requests time out (--request-timeout) and are not retried inside the
+    // client; the watches' client does not time out reads.
+    let writer_client = conn.writer_client().await?;
     let writer =
-        Writer::new(client.clone(), metrics.clone(), instance).with_leader_guard(election.guard());
+        Writer::new(writer_client, metrics.clone(), instance).with_leader_guard(election.guard());
     #[cfg(feature = "e2e-hooks")]
     let writer = writer.with_e2e_hold_dir(args.e2e_hold_dir);
-    let ctx = Arc::new(Context::new(state, writer, metrics));
+    let cluster_limit = args.storm.max_unhealthy_nodes_in_cluster;
+    let ctx = Arc::new(Context::new(state, writer, metrics, cluster_limit));
     info!(selector = args.policy_selector.as_deref().unwrap_or(""), "kube-remediator started");
     let mut controller = tokio::spawn(controller_when_leading(
         client,

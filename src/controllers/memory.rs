@@ -2,12 +2,12 @@
 //! took (for rate limits and "already acted"), the status it last wrote, and what it last
 //! logged about the evidence. Its methods are the only bookkeeping the reconcile does.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::Timestamp;
 
 use crate::core::{
-    FencingNotice, NodeSummary, OwnerKey, PastAction, Plan, RATE_WINDOW, Suspension,
+    FencingNotice, NodeSummary, OwnerKey, PastAction, Plan, PodNotice, RATE_WINDOW, Suspension,
 };
 use crate::crd::{Mode, RecentAction, RemediationPolicyStatus};
 use crate::writer::Outcome;
@@ -27,7 +27,17 @@ pub struct PolicyMemory {
     suspended: Option<Suspension>,
     /// Pods last reported as held for want of fencing, to report each once.
     fencing_notified: BTreeSet<String>,
+    /// Pods stuck on live nodes or left Ready=False already reported, with the evidence.
+    pod_notified: BTreeMap<String, String>,
+    /// When to decide again because an action was not done (failed, refused, skipped), if
+    /// nothing else brings a reconcile sooner.
+    retry_at: Option<Timestamp>,
 }
+
+/// How soon a policy decides again after one of its actions was not done: a request that failed
+/// or timed out, an eviction a PodDisruptionBudget refused, a last look that found the world
+/// changed.
+pub const UNDONE_RETRY: jiff::SignedDuration = jiff::SignedDuration::from_secs(10);
 
 /// What changed in the evidence since the last reconcile, to be logged once.
 #[derive(Debug, Default)]
@@ -70,13 +80,23 @@ impl PolicyMemory {
     pub fn record<'a>(&mut self, outcomes: &[Outcome], live: impl Iterator<Item = &'a str>) {
         let live: BTreeSet<&str> = live.collect();
         self.acted.retain(|key| live.contains(key.split('/').next().unwrap_or_default()));
-        for outcome in outcomes {
+        for outcome in outcomes.iter().filter(|o| o.record.result.spends_budget()) {
             self.recent
                 .push(PastAction { at: outcome.record.time.0, owner: owner_key(&outcome.record) });
             if outcome.handled {
                 self.acted.insert(outcome.acted_key.clone());
             }
         }
+        let undone = outcomes.iter().filter(|o| !o.handled).map(|o| o.record.time.0).max();
+        if let Some(at) = undone {
+            self.retry_at = Some(at + UNDONE_RETRY);
+        }
+    }
+
+    /// When to decide again for an action not done, if that is still ahead of `now`.
+    pub fn retry_at(&mut self, now: Timestamp) -> Option<Timestamp> {
+        self.retry_at = self.retry_at.filter(|t| *t > now);
+        self.retry_at
     }
 
     /// Remembers the status just written.
@@ -91,6 +111,19 @@ impl PolicyMemory {
         let fresh =
             notices.into_iter().filter(|n| !self.fencing_notified.contains(&n.uid)).collect();
         self.fencing_notified = now;
+        fresh
+    }
+
+    /// The notices about pods newly stuck on a live node or left Ready=False, or whose evidence
+    /// changed (one Event per cause, not per reconcile), and remembers them.
+    pub fn new_pod_notices(&mut self, notices: Vec<PodNotice>) -> Vec<PodNotice> {
+        let now: BTreeMap<String, String> =
+            notices.iter().map(|n| (n.uid.clone(), n.evidence.clone())).collect();
+        let fresh = notices
+            .into_iter()
+            .filter(|n| self.pod_notified.get(&n.uid) != Some(&n.evidence))
+            .collect();
+        self.pod_notified = now;
         fresh
     }
 
@@ -121,21 +154,29 @@ fn seed_recent(
             s.recent_actions
                 .iter()
                 .filter(|a| a.mode == mode && now.duration_since(a.time.0) < RATE_WINDOW)
+                .filter(|a| a.result.spends_budget())
                 .map(|a| PastAction { at: a.time.0, owner: owner_key(a) })
                 .collect()
         })
         .unwrap_or_default()
 }
 
-/// The pods the status records as acted on in `mode` (done, or recorded in DryRun).
+/// The pod actions the status records as taken in `mode` (done, or recorded in DryRun), by the
+/// keys the writer's outcomes carry. Node actions are keyed by the episode, which no record
+/// holds: the node's own record annotation says what was done to it.
 fn seed_acted(status: Option<&RemediationPolicyStatus>, mode: Mode) -> BTreeSet<String> {
+    use crate::core::removal_acted_key;
+    use crate::crd::ActionKind;
     status
         .map(|s| {
             s.recent_actions
                 .iter()
                 .filter(|a| a.mode == mode && a.result.counts_as_action())
-                .filter(|a| a.action == crate::crd::ActionKind::ForceDelete)
-                .map(|a| a.uid.clone())
+                .filter_map(|a| match a.action {
+                    ActionKind::ForceDelete | ActionKind::Evict => Some(a.uid.clone()),
+                    ActionKind::RemoveFinalizers => Some(removal_acted_key(&a.uid)),
+                    _ => None,
+                })
                 .collect()
         })
         .unwrap_or_default()
@@ -185,7 +226,7 @@ impl Ledger {
     ) {
         let live: BTreeSet<&str> = live_pods.collect();
         self.acted.retain(|uid| live.contains(uid.as_str()));
-        for outcome in outcomes {
+        for outcome in outcomes.iter().filter(|o| o.record.result.spends_budget()) {
             let action =
                 PastAction { at: outcome.record.time.0, owner: owner_key(&outcome.record) };
             self.actions.push((policy.to_string(), action));
@@ -236,8 +277,9 @@ mod tests {
         };
         let mut memory = PolicyMemory::default();
         let (recent, acted) = memory.history(Mode::Enforce, Some(&status), at(100));
-        // Rate limits count every attempt of the last minute, in this mode.
-        assert_eq!(recent.len(), 3);
+        // Rate limits count every attempt of the last minute sent in this mode (done or
+        // failed); a skip sent nothing.
+        assert_eq!(recent.len(), 2);
         assert_eq!(
             recent[0].owner,
             Some(OwnerKey {
@@ -253,5 +295,27 @@ mod tests {
         // Switching mode starts afresh from that mode's records.
         let (recent, acted) = memory.history(Mode::DryRun, Some(&status), at(100));
         assert_eq!((recent.len(), acted.len()), (1, 1));
+    }
+
+    #[test]
+    fn recorded_pod_actions_are_remembered_by_the_writer_keys() {
+        let with_kind = |uid: &str, action: ActionKind| RecentAction {
+            action,
+            ..record(uid, Mode::DryRun, ActionResult::WouldAct, 50)
+        };
+        let status = RemediationPolicyStatus {
+            recent_actions: vec![
+                with_kind("held", ActionKind::RemoveFinalizers),
+                with_kind("stale", ActionKind::Evict),
+                with_kind("node-uid", ActionKind::Cordon),
+            ],
+            ..Default::default()
+        };
+        let (_, acted) = PolicyMemory::default().history(Mode::DryRun, Some(&status), at(100));
+        // A removal is keyed apart from the pod's own force delete, which may still follow on a
+        // dead node; node actions are keyed by their episode, which no record holds.
+        let want: BTreeSet<String> =
+            [crate::core::removal_acted_key("held"), "stale".into()].into();
+        assert_eq!(acted, want);
     }
 }

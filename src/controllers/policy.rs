@@ -19,12 +19,15 @@ use tracing::{debug, info, warn};
 
 use super::memory::{EvidenceNews, Ledger, PolicyMemory};
 use super::watch::{SharedState, trigger_stream};
+use crate::adapters::rearm_token;
+use crate::core::stuck::StuckCause;
 use crate::core::{
-    CONDITION_CIRCUIT_OPEN, CONDITION_INVALID, Evaluation, InvalidPolicy, NodeState, Observed,
-    Plan, blocked_rollouts_in_scope, desired_status, needs_fencing, plan, validate,
+    CONDITION_INVALID, Evaluation, InvalidPolicy, MaxUnhealthy, NodeState, Observed, Plan,
+    StormInput, blocked_rollouts_in_scope, circuit_memory, desired_status, needs_fencing, plan,
+    stale_ready, stuck_on_live_nodes, transition_notices, validate,
 };
 use crate::crd::{Mode, RemediationPolicy, RemediationPolicyStatus};
-use crate::metrics::{ErrorLabels, Label, Metrics, PolicyLabels, StuckLabels};
+use crate::metrics::{CauseLabels, ErrorLabels, Label, Metrics, PolicyLabels, StuckLabels};
 use crate::writer::{Commit, Notice, Writer};
 use crate::{Error, Result};
 
@@ -40,16 +43,24 @@ pub struct Context {
     memory: Mutex<HashMap<String, PolicyMemory>>,
     /// What the policies in Enforce did, shared; locked by each Enforce reconcile throughout.
     ledger: tokio::sync::Mutex<Ledger>,
+    /// `--max-unhealthy-nodes-in-cluster`: the storm guard over every node, for every policy.
+    cluster_limit: MaxUnhealthy,
 }
 
 impl Context {
-    pub fn new(state: SharedState, writer: Writer, metrics: Arc<Metrics>) -> Self {
+    pub fn new(
+        state: SharedState,
+        writer: Writer,
+        metrics: Arc<Metrics>,
+        cluster_limit: MaxUnhealthy,
+    ) -> Self {
         Context {
             state,
             writer,
             metrics,
             memory: Mutex::new(HashMap::new()),
             ledger: tokio::sync::Mutex::new(Ledger::default()),
+            cluster_limit,
         }
     }
 
@@ -85,7 +96,9 @@ pub async fn run(
     if let Some(selector) = policy_selector {
         config = config.labels(&selector);
     }
-    Controller::new(api, config)
+    let controller = Controller::new(api, config);
+    let sweeper = tokio::spawn(forget_deleted(controller.store(), ctx.clone()));
+    controller
         .reconcile_all_on(trigger_stream(trigger))
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
@@ -96,6 +109,34 @@ pub async fn run(
         })
         .await;
     reporter.abort();
+    sweeper.abort();
+}
+
+/// How often policies deleted meanwhile are forgotten.
+const SWEEP_EVERY: Duration = Duration::from_secs(5);
+
+/// Forgets, every [`SWEEP_EVERY`], the memory and the metric series of policies that are gone:
+/// a policy without finalizers is never reconciled once deleted, and its series (its circuit,
+/// its stuck pods) would live on and keep alerts firing.
+async fn forget_deleted(
+    store: kube::runtime::reflector::Store<RemediationPolicy>,
+    ctx: Arc<Context>,
+) {
+    // No reconcile runs before the store has listed, so nothing is in memory to forget
+    // before it has either.
+    loop {
+        tokio::time::sleep(SWEEP_EVERY).await;
+        let live: BTreeSet<String> = store.state().iter().map(|p| p.name_any()).collect();
+        let gone: Vec<String> = {
+            let memory = ctx.memory.lock().unwrap_or_else(|e| e.into_inner());
+            memory.keys().filter(|name| !live.contains(*name)).cloned().collect()
+        };
+        for name in gone {
+            debug!(policy = %name, "policy deleted: its memory and metric series are forgotten");
+            ctx.metrics.forget_policy(&name);
+            ctx.forget(&name);
+        }
+    }
 }
 
 fn error_policy(policy: Arc<RemediationPolicy>, error: &Error, ctx: Arc<Context>) -> Action {
@@ -150,6 +191,11 @@ async fn evaluate(policy: &RemediationPolicy, ctx: &Context) -> Result<Action> {
         state.refresh_evidence(now);
         let mut observed = state.observe(now, recent, acted);
         observed.others_actions = others;
+        observed.storm = StormInput {
+            cluster_limit: Some(ctx.cluster_limit),
+            previous: circuit_memory(previous.as_ref()),
+            rearm_token: rearm_token(policy),
+        };
         observed
     };
     let plan = plan(&observed, &validated, now);
@@ -160,6 +206,20 @@ async fn evaluate(policy: &RemediationPolicy, ctx: &Context) -> Result<Action> {
         .get_or_create(&PolicyLabels { policy: name.clone() })
         .set(i64::try_from(fencing.len()).unwrap_or(i64::MAX));
     let fencing_notices = ctx.remember(&name, |m| m.new_fencing_notices(fencing));
+    for cause in StuckCause::CODES {
+        let count = plan.stuck.iter().filter(|s| s.cause.code() == cause).count();
+        ctx.metrics
+            .live_node_stuck
+            .get_or_create(&CauseLabels { policy: name.clone(), cause })
+            .set(i64::try_from(count).unwrap_or(i64::MAX));
+    }
+    ctx.metrics
+        .stale_ready
+        .get_or_create(&PolicyLabels { policy: name.clone() })
+        .set(i64::try_from(plan.stale.len()).unwrap_or(i64::MAX));
+    let mut notices_now = stuck_on_live_nodes(&plan);
+    notices_now.extend(stale_ready(&plan));
+    let pod_notices = ctx.remember(&name, |m| m.new_pod_notices(notices_now));
     export_gauges(&ctx.metrics, &name, &plan, &observed, now);
 
     let generation = policy.metadata.generation;
@@ -172,8 +232,9 @@ async fn evaluate(policy: &RemediationPolicy, ctx: &Context) -> Result<Action> {
             policy,
             validated: Some(&validated),
             actions: &plan.actions,
-            notices: circuit_notice(&name, &plan, previous.as_ref()).into_iter().collect(),
+            notices: circuit_notices(&name, &plan),
             fencing_notices,
+            pod_notices,
             status,
             previous: previous.as_ref(),
         })
@@ -188,7 +249,9 @@ async fn evaluate(policy: &RemediationPolicy, ctx: &Context) -> Result<Action> {
     if let Some(written) = committed.status? {
         ctx.remember(&name, |m| m.wrote(written));
     }
-    Ok(next_action(&plan, now, at))
+    // An action not done is decided again soon (UNDONE_RETRY), whatever else happens.
+    let retry_at = ctx.remember(&name, |m| m.retry_at(now));
+    Ok(next_action(&plan, retry_at, now, at))
 }
 
 /// An invalid spec: the Invalid condition, one Event when it becomes invalid, no action.
@@ -217,6 +280,7 @@ async fn reject(
             actions: &[],
             notices,
             fencing_notices: Vec::new(),
+            pod_notices: Vec::new(),
             status,
             previous,
         })
@@ -227,17 +291,17 @@ async fn reject(
     Ok(Action::await_change())
 }
 
-/// The CircuitOpen Event, when the circuit has just opened.
-fn circuit_notice(
-    policy: &str,
-    plan: &Plan,
-    previous: Option<&RemediationPolicyStatus>,
-) -> Option<Notice> {
-    if !plan.circuit.open || condition_true(previous, CONDITION_CIRCUIT_OPEN) {
-        return None;
+/// The Events for a change of the circuit (opened, latched, re-armed, cooling down, closed).
+fn circuit_notices(policy: &str, plan: &Plan) -> Vec<Notice> {
+    let notices = transition_notices(&plan.storm);
+    for (reason, note) in &notices {
+        if plan.storm.holds() {
+            warn!(policy, reason, "{note}");
+        } else {
+            info!(policy, reason, "{note}");
+        }
     }
-    warn!(policy, "{}", plan.circuit.message());
-    Some(Notice { reason: "CircuitOpen", action: "Plan", note: plan.circuit.message() })
+    notices.into_iter().map(|(reason, note)| Notice { reason, action: "Plan", note }).collect()
 }
 
 /// Logs, once per change, the nodes held alive although not Ready, and a suspended evidence
@@ -253,14 +317,14 @@ fn log_evidence(policy: &str, news: EvidenceNews<'_>) {
     }
 }
 
-/// Requeue exactly at the next deadline (plus a few milliseconds), or wait for a change. `now`
-/// is the reconcile's instant, `at` the same instant on the monotonic clock: the time the
+/// Requeue exactly at the next deadline (or at `retry_at`, if sooner) plus a few milliseconds,
+/// or wait for a change. `now` is the reconcile's instant, `at` the same instant on the monotonic clock: the time the
 /// reconcile took is subtracted.
-fn next_action(plan: &Plan, now: Timestamp, at: Instant) -> Action {
+fn next_action(plan: &Plan, retry_at: Option<Timestamp>, now: Timestamp, at: Instant) -> Action {
     if !plan.synced {
         return Action::requeue(UNSYNCED_RETRY);
     }
-    match plan.next_deadline {
+    match plan.next_deadline.into_iter().chain(retry_at).min() {
         Some(deadline) => {
             let wait = deadline.duration_since(now).max(SignedDuration::ZERO);
             let wait = Duration::try_from(wait).unwrap_or_default().saturating_sub(at.elapsed())
@@ -287,7 +351,7 @@ fn export_gauges(
     metrics
         .circuit_open
         .get_or_create(&PolicyLabels { policy: policy.to_string() })
-        .set(i64::from(plan.circuit.open));
+        .set(i64::from(plan.storm.holds()));
     let states: HashMap<&str, NodeState> =
         plan.nodes.iter().map(|n| (n.name.as_str(), n.state)).collect();
     let overdue: BTreeSet<&str> = observed

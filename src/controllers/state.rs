@@ -408,7 +408,7 @@ impl ClusterState {
                     .get(&view.namespace)
                     .cloned()
                     .unwrap_or_else(|| empty.clone());
-                view.has_rwo_volume = r
+                view.has_rwo_volume |= r
                     .claims
                     .iter()
                     .any(|c| self.rwo_claims.live.contains_key(&claim_key(&view.namespace, c)));
@@ -434,6 +434,7 @@ impl ClusterState {
             recent_actions,
             others_actions: Vec::new(),
             acted_pods,
+            storm: Default::default(),
         }
     }
 }

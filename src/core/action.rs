@@ -34,6 +34,58 @@ pub struct ForceDelete {
     pub lease_renewed: Option<Timestamp>,
     /// The fencing the pod needs, which the last look must still find on its node.
     pub fencing_required: Option<FencingRequirement>,
+    /// A pod stuck on a live node (liveNodeStuck.forceDeleteAfter): the last look wants its
+    /// node still Ready, not dead.
+    pub live_node: bool,
+}
+
+/// The removal of allowlisted finalizers (`finalizers.removable`) from a Terminating pod they
+/// hold: a JSON patch that tests the pod's UID and its finalizers as the plan saw them, then sets
+/// the rest, so a pod changed since the plan is left alone.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RemoveFinalizers {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub node: String,
+    pub owner: Option<OwnerKey>,
+    /// Why, for Events, logs and status.
+    pub reason: String,
+    /// When it became due.
+    pub threshold: Timestamp,
+    /// The finalizers removed.
+    pub remove: Vec<String>,
+    /// Every finalizer of the pod as the plan saw it.
+    pub current: Vec<String>,
+}
+
+/// An eviction through the Eviction API of a pod left Ready=False after a node blip
+/// (`staleReadiness.action: Evict`), with a UID precondition: PodDisruptionBudgets hold, and a
+/// refusal (429) is reported and retried.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Evict {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub node: String,
+    pub owner: Option<OwnerKey>,
+    /// Why, for Events, logs and status.
+    pub reason: String,
+    /// When it became due.
+    pub threshold: Timestamp,
+}
+
+impl RemoveFinalizers {
+    /// How it is remembered once done: the pod's UID, then the kind (the pod's own force delete,
+    /// which may follow on a dead node, is remembered by the UID alone).
+    pub fn acted_key(&self) -> String {
+        removal_acted_key(&self.uid)
+    }
+
+    /// The finalizers left on the pod afterwards.
+    pub fn remaining(&self) -> Vec<String> {
+        self.current.iter().filter(|f| !self.remove.contains(f)).cloned().collect()
+    }
 }
 
 /// What a fresh read of a pod says, just before it is force-deleted.
@@ -98,6 +150,15 @@ impl ForceDelete {
             return Err(format!("pod annotated {EXCLUDE_ANNOTATION}=true; left alone"));
         }
         policy_still_enforces(look.policy, planned_generation, "deleted")?;
+        if self.live_node {
+            return match &look.node {
+                Some(node) if node.excluded => {
+                    Err(format!("node annotated {EXCLUDE_ANNOTATION}=true; left alone"))
+                }
+                Some(node) if node.observation.readiness == Readiness::Ready => Ok(()),
+                _ => Err("the node is no longer Ready: the dead-node rules decide".into()),
+            };
+        }
         if look.lease_renewed != self.lease_renewed {
             let show = |t: Option<Timestamp>| t.map_or("none".to_string(), |t| t.to_string());
             return Err(format!(
@@ -242,6 +303,11 @@ impl NodeAction {
     }
 }
 
+/// See [`RemoveFinalizers::acted_key`]: `<pod uid>/RemoveFinalizers`.
+pub fn removal_acted_key(uid: &str) -> String {
+    format!("{uid}/{}", ActionKind::RemoveFinalizers.as_str())
+}
+
 /// See [`NodeAction::acted_key`]: `<node uid>/<kind>@<episode>`.
 pub fn node_acted_key(uid: &str, kind: NodeActionKind, epoch: Timestamp) -> String {
     format!("{uid}/{}@{epoch}", kind.action_kind().as_str())
@@ -249,7 +315,7 @@ pub fn node_acted_key(uid: &str, kind: NodeActionKind, epoch: Timestamp) -> Stri
 
 /// The policy, read fresh, must still be in Enforce, not paused, and unchanged since the plan.
 /// `verb` says what did not happen ("nothing deleted").
-fn policy_still_enforces(
+pub fn policy_still_enforces(
     policy: Option<FreshPolicy>,
     planned_generation: Option<i64>,
     verb: &str,
@@ -272,6 +338,8 @@ fn policy_still_enforces(
 pub enum Action {
     ForceDelete(ForceDelete),
     Node(NodeAction),
+    RemoveFinalizers(RemoveFinalizers),
+    Evict(Evict),
 }
 
 impl Action {
@@ -279,6 +347,8 @@ impl Action {
         match self {
             Action::ForceDelete(_) => ActionKind::ForceDelete,
             Action::Node(n) => n.kind.action_kind(),
+            Action::RemoveFinalizers(_) => ActionKind::RemoveFinalizers,
+            Action::Evict(_) => ActionKind::Evict,
         }
     }
 
@@ -287,6 +357,8 @@ impl Action {
         match self {
             Action::ForceDelete(fd) => fd.threshold,
             Action::Node(n) => n.threshold,
+            Action::RemoveFinalizers(rf) => rf.threshold,
+            Action::Evict(e) => e.threshold,
         }
     }
 
@@ -295,6 +367,8 @@ impl Action {
         match self {
             Action::ForceDelete(fd) => fd.owner.as_ref(),
             Action::Node(_) => None,
+            Action::RemoveFinalizers(rf) => rf.owner.as_ref(),
+            Action::Evict(e) => e.owner.as_ref(),
         }
     }
 
@@ -303,6 +377,8 @@ impl Action {
         match self {
             Action::ForceDelete(fd) => (&fd.namespace, &fd.name),
             Action::Node(n) => ("", &n.node),
+            Action::RemoveFinalizers(rf) => (&rf.namespace, &rf.name),
+            Action::Evict(e) => (&e.namespace, &e.name),
         }
     }
 
@@ -311,6 +387,8 @@ impl Action {
         match self {
             Action::ForceDelete(fd) => &fd.node,
             Action::Node(n) => &n.node,
+            Action::RemoveFinalizers(rf) => &rf.node,
+            Action::Evict(e) => &e.node,
         }
     }
 
@@ -319,6 +397,8 @@ impl Action {
         match self {
             Action::ForceDelete(fd) => &fd.reason,
             Action::Node(n) => &n.reason,
+            Action::RemoveFinalizers(rf) => &rf.reason,
+            Action::Evict(e) => &e.reason,
         }
     }
 }
@@ -357,6 +437,7 @@ mod tests {
                 not_ready_from_stamp: false,
                 unschedulable: false,
                 taints: vec![],
+                volumes_in_use: vec![],
             },
             labels: Default::default(),
             excluded: false,
@@ -379,6 +460,7 @@ mod tests {
             blocks_rollout: None,
             lease_renewed: renewed,
             fencing_required: None,
+            live_node: false,
         };
         let fenced =
             ForceDelete { fencing_required: Some(FencingRequirement::StatefulSet), ..fd.clone() };

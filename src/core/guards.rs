@@ -107,7 +107,8 @@ impl Circuit {
 #[derive(Clone, Debug)]
 pub struct Guards<'a> {
     paused: bool,
-    circuit: &'a Circuit,
+    /// Why the storm guard holds every action ([`super::storm::Storm::refusal`]), if it does.
+    held: Option<NotEligible>,
     now: Timestamp,
     global: Window,
     per_owner_limit: u32,
@@ -126,7 +127,7 @@ impl<'a> Guards<'a> {
         recent: &'a [PastAction],
         others: &'a [PastAction],
         policy: &ValidatedPolicy,
-        circuit: &'a Circuit,
+        held: Option<NotEligible>,
         now: Timestamp,
     ) -> Self {
         let mut per_owner_past: HashMap<&OwnerKey, Vec<Timestamp>> = HashMap::new();
@@ -137,7 +138,7 @@ impl<'a> Guards<'a> {
         }
         Guards {
             paused: policy.paused,
-            circuit,
+            held,
             now,
             global: Window::new(recent.iter().map(|a| a.at), now, policy.actions_per_minute),
             per_owner_limit: policy.max_pods_per_owner_per_minute,
@@ -176,9 +177,8 @@ impl<'a> Guards<'a> {
         let next_slot = |w: &Window| w.next_free().unwrap_or_else(|| add(now, RATE_WINDOW));
         if self.paused {
             Some(NotEligible::Paused)
-        } else if self.circuit.open {
-            let Circuit { unhealthy, limit, .. } = *self.circuit;
-            Some(NotEligible::CircuitOpen { unhealthy, limit })
+        } else if let Some(held) = &self.held {
+            Some(held.clone())
         } else if !self.global.has_room() {
             Some(NotEligible::RateLimited { until: next_slot(&self.global) })
         } else if let Some(owner) = owner {
@@ -461,7 +461,11 @@ mod tests {
         for r in table {
             let policy = ValidatedPolicy { paused: r.paused, ..policy.clone() };
             let circuit = Circuit::evaluate(r.unhealthy, 10, policy.max_unhealthy);
-            let mut guards = Guards::new(&r.recent, &[], &policy, &circuit, now);
+            let held = circuit.open.then_some(NotEligible::CircuitOpen {
+                unhealthy: circuit.unhealthy,
+                limit: circuit.limit,
+            });
+            let mut guards = Guards::new(&r.recent, &[], &policy, held, now);
             let got: Vec<_> = r.asks.iter().map(|o| guards.admit(o.as_ref())).collect();
             assert_eq!(got, r.want, "{}", r.case);
             assert_eq!(guards.deadlines(), r.deadlines.as_slice(), "{}", r.case);

@@ -11,10 +11,11 @@
 //! - the inputs: [`observed`] (pods, nodes, workloads, past actions), [`policy`] (the validated
 //!   spec), [`evidence`] (since when evidence is trusted);
 //! - the judgements of the inputs: [`node`] (alive, dying, dead, fenced), [`rollouts`] (which
-//!   rollouts Terminating pods block);
+//!   rollouts Terminating pods block), [`stuck`] (why a pod is stuck on a live node);
 //! - the vocabulary of decisions: [`verdict`] (why a pod is or is not released), [`action`] (what
 //!   the writer does, and the last look before it does);
 //! - [`guards`]: the circuit breaker, rate limit and per-owner budget every action passes;
+//!   [`storm`]: the circuit over time (latch, cool-down) and the cluster-wide reading;
 //! - [`rules`]: one module per rule, over shared release gates, yielding verdicts and candidate
 //!   actions;
 //! - [`plan`](mod@plan): composes the rules and spends the guards; [`status`] reports the plan.
@@ -32,11 +33,14 @@ pub mod rollouts;
 pub mod rules;
 pub mod selector;
 pub mod status;
+pub mod storm;
+pub mod stuck;
 pub mod verdict;
 pub mod zones;
 
 pub use action::{
-    Action, ForceDelete, FreshNode, FreshPod, FreshPolicy, LastLook, NodeAction, NodeActionKind,
+    Action, Evict, ForceDelete, FreshNode, FreshPod, FreshPolicy, LastLook, NodeAction,
+    NodeActionKind, RemoveFinalizers, policy_still_enforces, removal_acted_key,
 };
 pub use duration::{DurationError, format_duration, parse_duration};
 pub use evidence::{Drought, EvidenceWindow, Suspension, lease_drought};
@@ -45,18 +49,20 @@ pub use node::{
     FencingEvidence, NodeHealth, NodeState, NodeSummary, assess_node, fencing_evidence,
     summarize_node,
 };
-pub use notices::{FencingNotice, needs_fencing};
+pub use notices::{FencingNotice, PodNotice, needs_fencing, stale_ready, stuck_on_live_nodes};
 pub use observed::{
-    NodeControl, NodeObservation, NodeRecord, NodeView, Observed, OwnerKey, OwnerRef, PastAction,
-    PodView, Readiness,
+    CircuitMemory, NodeControl, NodeObservation, NodeRecord, NodeView, Observed, OwnerKey,
+    OwnerRef, PastAction, PodView, Readiness, StormInput,
 };
 pub use plan::{Plan, PlanCounts, plan};
 pub use policy::{
-    FencingNeeds, InvalidPolicy, MaxUnhealthy, NodeActions, ValidatedPolicy, validate,
+    FencingNeeds, Finalizers, InvalidPolicy, LiveNodeStuck, MaxUnhealthy, NodeActions,
+    StormSettings, ValidatedPolicy, validate,
 };
 pub use selector::{Selector, SelectorError};
 pub use status::{
     CONDITION_CIRCUIT_OPEN, CONDITION_INVALID, CONDITION_PAUSED, CONDITION_READY, Evaluation,
-    blocked_rollouts_in_scope, desired_status, push_recent_actions,
+    blocked_rollouts_in_scope, circuit_memory, desired_status, push_recent_actions,
 };
+pub use storm::{Storm, transition_notices};
 pub use verdict::{NotEligible, PodDecision, Verdict};

@@ -310,6 +310,7 @@ mod tests {
             not_ready_from_stamp: false,
             unschedulable: false,
             taints: vec![],
+            volumes_in_use: vec![],
         };
         let secs = |s| Some(SignedDuration::from_secs(s));
         struct Row {
@@ -580,6 +581,7 @@ mod tests {
                     not_ready_from_stamp: false,
                     unschedulable: false,
                     taints: r.taints.iter().map(|t| t.to_string()).collect(),
+                    volumes_in_use: vec![],
                 },
                 labels: BTreeMap::new(),
                 excluded: false,

@@ -1,6 +1,8 @@
-//! What a plan has to tell people beyond its actions: pods held for want of fencing evidence.
-//! A StatefulSet or ReadWriteOnce pod on a dead node without fencing evidence is never released
-//! (two writers corrupt data); without a word it would look like the operator doing nothing.
+//! What a plan has to tell people beyond its actions: pods held for want of fencing evidence, and
+//! pods stuck Terminating on live nodes with their cause. A StatefulSet or ReadWriteOnce pod on a
+//! dead node without fencing evidence is never released (two writers corrupt data), and a pod
+//! stuck on a live node is only reported unless the policy opts in; without a word either would
+//! look like the operator doing nothing.
 
 use super::observed::OwnerKey;
 use super::plan::Plan;
@@ -48,12 +50,80 @@ pub fn needs_fencing(plan: &Plan) -> Vec<FencingNotice> {
         .collect()
 }
 
+/// A pod reported once per cause: stuck Terminating on a live node (Event reason
+/// `StuckTerminating`) or left Ready=False after a node blip (`StaleReadiness`), with what the
+/// policy does about it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodNotice {
+    pub namespace: String,
+    pub pod: String,
+    pub uid: String,
+    /// The Event's reason.
+    pub reason: &'static str,
+    /// The cause's code (`Finalizers`, `ContainersRunning`, `KubeletNotFinishing`,
+    /// `StaleReadiness`): the Event's action.
+    pub cause: &'static str,
+    /// The evidence (finalizers, containers, volumes named): a new one is a new notice.
+    pub evidence: String,
+    /// The whole sentence: the node, since when, the evidence, what the policy does.
+    pub note: String,
+}
+
+/// Every pod of `plan` stuck on a live node.
+pub fn stuck_on_live_nodes(plan: &Plan) -> Vec<PodNotice> {
+    plan.stuck
+        .iter()
+        .map(|s| {
+            let verdict = plan.decisions.iter().find(|d| d.uid == s.uid).map(|d| &d.verdict);
+            let what = match verdict {
+                Some(Verdict::Eligible) => "released now".to_string(),
+                Some(Verdict::NotEligible(why)) => why.to_string(),
+                None => String::new(),
+            };
+            PodNotice {
+                namespace: s.namespace.clone(),
+                pod: s.name.clone(),
+                uid: s.uid.clone(),
+                reason: "StuckTerminating",
+                cause: s.cause.code(),
+                evidence: s.cause.detail(),
+                note: format!(
+                    "pod {}/{} is stuck Terminating on live node {} since {} ({}): {}. {what}",
+                    s.namespace,
+                    s.name,
+                    s.node,
+                    s.since,
+                    s.cause.code(),
+                    s.cause.detail()
+                ),
+            }
+        })
+        .collect()
+}
+
+/// Every pod of `plan` left Ready=False after a node blip.
+pub fn stale_ready(plan: &Plan) -> Vec<PodNotice> {
+    plan.stale
+        .iter()
+        .map(|s| PodNotice {
+            namespace: s.namespace.clone(),
+            pod: s.name.clone(),
+            uid: s.uid.clone(),
+            reason: "StaleReadiness",
+            cause: "StaleReadiness",
+            evidence: s.ready_false_since.to_string(),
+            note: format!("pod {}/{}: {}", s.namespace, s.name, s.note),
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::core::guards::Circuit;
     use crate::core::plan::PlanCounts;
-    use crate::core::policy::MaxUnhealthy;
+    use crate::core::policy::{MaxUnhealthy, StormSettings};
+    use crate::core::storm::advance;
     use crate::core::verdict::PodDecision;
     use crate::crd::FencingRequirement;
 
@@ -82,7 +152,17 @@ mod tests {
                 decision("gone", Verdict::Eligible),
             ],
             nodes: vec![],
+            stuck: vec![],
+            stale: vec![],
             circuit: Circuit::evaluate(0, 1, MaxUnhealthy::Count(1)),
+            storm: advance(
+                Circuit::evaluate(0, 1, MaxUnhealthy::Count(1)),
+                Circuit::evaluate(0, 1, MaxUnhealthy::Count(1)),
+                None,
+                StormSettings::default(),
+                None,
+                "2026-01-01T00:00:00Z".parse().expect("test timestamp"),
+            ),
             next_deadline: None,
             counts: PlanCounts::default(),
         };

@@ -12,6 +12,8 @@ use std::sync::Arc;
 use jiff::{SignedDuration, Timestamp};
 
 use super::evidence::Suspension;
+use super::policy::MaxUnhealthy;
+use crate::crd::CircuitState;
 
 /// The status of a node's `Ready` condition as the node lifecycle controller reports it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -75,6 +77,9 @@ pub struct NodeObservation {
     pub unschedulable: bool,
     /// `key:effect` of each taint.
     pub taints: Vec<String>,
+    /// `status.volumesInUse`: the volumes the kubelet reports still mounted (a pod stuck on a
+    /// live node may be waiting for one to unmount).
+    pub volumes_in_use: Vec<String>,
 }
 
 impl NodeObservation {
@@ -157,6 +162,7 @@ impl NodeView {
                 not_ready_from_stamp: false,
                 unschedulable: false,
                 taints: Vec::new(),
+                volumes_in_use: Vec::new(),
             },
             labels: BTreeMap::new(),
             excluded: false,
@@ -265,6 +271,15 @@ pub struct PodView {
     pub excluded: bool,
     /// `status.phase`, for reports.
     pub phase: Option<String>,
+    /// `metadata.finalizers`: while any is left, deleting the pod does not remove it.
+    pub finalizers: Vec<String>,
+    /// The containers whose status is running (a Terminating pod on a live node: the kubelet
+    /// has not stopped them).
+    pub running_containers: Vec<String>,
+    /// A running pod (not Terminating) whose Ready condition is False while every container
+    /// reports ready (field incident 2): when the condition went False, as written in it.
+    /// `None` for every other pod.
+    pub stale_ready_since: Option<Timestamp>,
     /// The Recreate Deployment or StatefulSet whose rollout this pod blocks, if any (filled by
     /// the controller from [`crate::core::rollouts::blocked_rollouts`]).
     pub blocks_rollout: Option<WorkloadRef>,
@@ -288,13 +303,46 @@ pub struct PastAction {
     pub owner: Option<OwnerKey>,
 }
 
+/// The circuit as remembered from the last evaluation (the policy's `status.circuit`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CircuitMemory {
+    pub state: CircuitState,
+    /// When it entered `state`.
+    pub since: Timestamp,
+    /// `CoolingDown`: when it closes.
+    pub until: Option<Timestamp>,
+    /// `Latched`: the value of the re-arm annotation when it latched (`None`: absent).
+    pub rearm_token: Option<String>,
+}
+
+impl CircuitMemory {
+    /// Closed since `since`.
+    pub fn closed(since: Timestamp) -> Self {
+        CircuitMemory { state: CircuitState::Closed, since, until: None, rearm_token: None }
+    }
+}
+
+/// What the storm guard needs beyond the nodes: the process-wide limit and the policy's
+/// circuit as it was.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StormInput {
+    /// `--max-unhealthy-nodes-in-cluster`, over every node the operator sees; `None`: no
+    /// cluster-wide guard (the core's own tests).
+    pub cluster_limit: Option<MaxUnhealthy>,
+    /// The policy's circuit as its status remembers it.
+    pub previous: Option<CircuitMemory>,
+    /// The policy's annotation `remediator.io/rearm-circuit`, if set.
+    pub rearm_token: Option<String>,
+}
+
 /// Everything the planner looks at.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Observed {
     /// Nodes, including tombstones of deleted nodes still referenced by pods (`deleted: true`).
     /// A node referenced by a pod but absent here counts as deleted, with no labels.
     pub nodes: Vec<NodeView>,
-    /// Terminating pods (others are ignored).
+    /// Terminating pods, and running pods left Ready=False while every container is ready
+    /// ([`PodView::stale_ready_since`]); others are ignored.
     pub pods: Vec<PodView>,
     /// The start of the evidence window (see [`crate::core::evidence`]): when the watches last
     /// finished a (re)list or the Lease view last resumed after a stall. `None` while evidence
@@ -312,6 +360,8 @@ pub struct Observed {
     /// force-deleted (DryRun), in the current mode, that are still present. They are not acted on
     /// again, so DryRun reports each pod once and moves on to the next, as Enforce would.
     pub acted_pods: BTreeSet<String>,
+    /// The storm guard's inputs beyond the nodes.
+    pub storm: StormInput,
 }
 
 /// Inputs for the tests of the modules that judge them.
@@ -341,6 +391,9 @@ pub mod fixtures {
             excluded: false,
             phase: Some("Running".into()),
             blocks_rollout: None,
+            finalizers: vec![],
+            running_containers: vec![],
+            stale_ready_since: None,
         }
     }
 }

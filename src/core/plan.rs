@@ -17,10 +17,13 @@ use super::action::Action;
 use super::evidence::Suspension;
 use super::guards::{Circuit, Guards};
 use super::node::{NodeState, NodeSummary, summarize_node};
-use super::observed::{NodeView, Observed};
-use super::policy::ValidatedPolicy;
+use super::observed::{NodeView, Observed, Readiness};
+use super::policy::{MaxUnhealthy, ValidatedPolicy};
+use super::rules::live_node_stuck::StuckPod;
 use super::rules::node_actions::NodeFindings;
+use super::rules::stale_readiness::{StaleFindings, StalePod, stale_pods};
 use super::rules::{Candidate, Findings, release_terminating_pods};
+use super::storm::{Storm, advance};
 use super::verdict::{NotEligible, PodDecision, Verdict};
 use super::zones::{ZONE_LABEL, partitioned_zones};
 
@@ -50,7 +53,15 @@ pub struct Plan {
     pub decisions: Vec<PodDecision>,
     /// Every in-scope node, by name.
     pub nodes: Vec<NodeSummary>,
+    /// Pods stuck Terminating on live nodes (liveNodeStuck), diagnosed, by namespace and name.
+    pub stuck: Vec<StuckPod>,
+    /// Pods left Ready=False after a node blip (staleReadiness).
+    pub stale: Vec<StalePod>,
+    /// The policy's own reading of the storm guard (`safety.maxUnhealthyNodes`).
     pub circuit: Circuit,
+    /// The storm guard over time: the cluster-wide reading, latch and cool-down. Every action
+    /// is held while it [`holds`](Storm::holds).
+    pub storm: Storm,
     /// The earliest future instant at which the plan changes by the passing of time alone
     /// (a node becoming dead, a delay passing, a grace period ending, a rate-limit slot
     /// freeing): requeue for exactly then. `None`: only a watch event can change it.
@@ -79,8 +90,17 @@ pub fn plan(observed: &Observed, policy: &ValidatedPolicy, now: Timestamp) -> Pl
     counts.stuck_pods = count_stuck_pods(observed, &nodes, policy, now, &mut deadlines);
     let circuit =
         Circuit::evaluate(counts.unhealthy_nodes, counts.matched_nodes, policy.max_unhealthy);
+    let storm = advance(
+        circuit.clone(),
+        cluster_reading(observed),
+        observed.storm.previous.as_ref(),
+        policy.storm,
+        observed.storm.rearm_token.as_deref(),
+        now,
+    );
+    deadlines.extend(storm.deadline());
 
-    let Findings { mut decisions, mut candidates, deadlines: waits } =
+    let Findings { mut decisions, mut candidates, deadlines: waits, stuck } =
         release_terminating_pods(observed, &nodes, policy, now);
     deadlines.extend(waits);
     let node_findings = node_actions(observed, &nodes, policy, now);
@@ -88,11 +108,16 @@ pub fn plan(observed: &Observed, policy: &ValidatedPolicy, now: Timestamp) -> Pl
     candidates.extend(
         node_findings.candidates.into_iter().map(|action| Candidate { decision: None, action }),
     );
+    let StaleFindings { mut stale, candidates: evictions, deadlines: stale_deadlines } =
+        stale_pods(observed, &nodes, policy, now);
+    deadlines.extend(stale_deadlines);
+    candidates.extend(evictions.into_iter().map(|action| Candidate { decision: None, action }));
 
     let (mut actions, waits) =
-        spend_guards(candidates, &mut decisions, observed, policy, &circuit, now);
+        spend_guards(candidates, &mut decisions, observed, policy, storm.refusal(), now);
     deadlines.extend(waits);
     let released = actions.iter().filter(|a| matches!(a, Action::ForceDelete(_))).count();
+    held_evictions(&mut stale, &actions);
     counts.eligible_pods = u32::try_from(released).unwrap_or(u32::MAX);
     // Undoing our own changes needs no storm guard, only a policy that is not paused.
     if !policy.paused {
@@ -106,10 +131,42 @@ pub fn plan(observed: &Observed, policy: &ValidatedPolicy, now: Timestamp) -> Pl
         actions,
         decisions,
         nodes: nodes.into_values().collect(),
+        stuck,
+        stale,
         circuit,
+        storm,
         next_deadline: deadlines.into_iter().filter(|t| *t > now).min(),
         counts,
     }
+}
+
+/// A stale pod whose eviction a guard held says so.
+fn held_evictions(stale: &mut [StalePod], actions: &[Action]) {
+    for pod in stale.iter_mut().filter(|p| p.note.ends_with("(PodDisruptionBudgets hold)")) {
+        let admitted = actions.iter().any(|a| matches!(a, Action::Evict(e) if e.uid == pod.uid));
+        if !admitted {
+            pod.note.push_str("; held now by the guards (circuit, rate limit or owner budget)");
+        }
+    }
+}
+
+/// The cluster-wide reading: nodes whose Ready condition is False or Unknown among every node
+/// the operator sees. Left out: tombstones of deleted nodes (gone, not failing) and nodes with
+/// no Ready condition yet (they never ran: a scale-up is not a storm). Without a cluster limit
+/// it never opens.
+fn cluster_reading(observed: &Observed) -> Circuit {
+    let nodes = observed.nodes.iter().filter(|n| !n.deleted);
+    let (mut total, mut unhealthy) = (0u32, 0u32);
+    for node in nodes {
+        let readiness = node.observation.readiness;
+        if readiness == Readiness::Missing {
+            continue;
+        }
+        total += 1;
+        unhealthy += u32::from(readiness != Readiness::Ready);
+    }
+    let limit = observed.storm.cluster_limit.unwrap_or(MaxUnhealthy::Percent(100));
+    Circuit::evaluate(unhealthy, total, limit)
 }
 
 /// The candidates through the zone guard and the guards, oldest threshold first: the actions
@@ -120,7 +177,7 @@ fn spend_guards(
     decisions: &mut [PodDecision],
     observed: &Observed,
     policy: &ValidatedPolicy,
-    circuit: &Circuit,
+    held: Option<NotEligible>,
     now: Timestamp,
 ) -> (Vec<Action>, Vec<Timestamp>) {
     candidates.sort_by(|a, b| {
@@ -134,7 +191,7 @@ fn spend_guards(
         .filter_map(|n| Some((n.observation.name.as_str(), n.labels.get(ZONE_LABEL)?.as_str())))
         .collect();
     let mut guards =
-        Guards::new(&observed.recent_actions, &observed.others_actions, policy, circuit, now);
+        Guards::new(&observed.recent_actions, &observed.others_actions, policy, held, now);
     let mut actions = Vec::new();
     for Candidate { decision, action } in candidates {
         let verdict = match zone_of.get(action.node()).and_then(|z| partitioned.get_key_value(*z)) {
@@ -247,10 +304,13 @@ mod tests {
     use crate::core::action::Action;
     use crate::core::duration::add;
     use crate::core::observed::{
-        NodeObservation, OwnerKey, OwnerRef, PastAction, PodView, Readiness,
+        CircuitMemory, NodeObservation, OwnerKey, OwnerRef, PastAction, PodView, Readiness,
     };
     use crate::core::verdict::{NotEligible, Verdict};
-    use crate::crd::{ActionKind, FencingRequirement, OwnerKind, RemediationPolicySpec};
+    use crate::crd::{
+        ActionKind, CircuitState, FencingRequirement, OwnerKind, RemediationPolicySpec,
+    };
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
     /// 2026-01-01T00:MM:SSZ.
     fn t(min: i64, sec: i64) -> Timestamp {
         add("2026-01-01T00:00:00Z".parse().expect("ts"), SignedDuration::from_secs(min * 60 + sec))
@@ -285,6 +345,7 @@ mod tests {
                 not_ready_from_stamp: false,
                 unschedulable: false,
                 taints: vec![],
+                volumes_in_use: vec![],
             },
             labels: labels(&[("zone", "a")]),
             excluded: false,
@@ -314,6 +375,9 @@ mod tests {
             excluded: false,
             phase: Some("Running".into()),
             blocks_rollout: None,
+            finalizers: vec![],
+            running_containers: vec![],
+            stale_ready_since: None,
         }
     }
 
@@ -439,7 +503,49 @@ mod tests {
             },
             Row {
                 pod: |p| p.node_name = Some("n-ready".into()),
+                spec: |s| s.live_node_stuck.enabled = false,
                 ..row("node ready", Err(NodeNotDead { until: None, why: String::new() }))
+            },
+            Row {
+                pod: |p| {
+                    p.node_name = Some("n-ready".into());
+                    p.running_containers = vec!["app".into()];
+                },
+                ..row(
+                    "node ready, stuck past liveNodeStuck's delay: reported",
+                    Err(StuckOnLiveNode {
+                        cause: "ContainersRunning",
+                        detail: "container app still running: the kubelet has not stopped it"
+                            .into(),
+                        action_at: None,
+                    }),
+                )
+            },
+            Row {
+                pod: |p| p.finalizers = vec!["example.com/keep".into()],
+                ..row(
+                    "a finalizer on a dead node: held, not force-deleted",
+                    Err(HeldByFinalizers { names: vec!["example.com/keep".into()] }),
+                )
+            },
+            Row {
+                spec: |s| {
+                    s.finalizers.removable = vec!["example.com/keep".into()];
+                    s.finalizers.remove_after = "0s".into();
+                },
+                pod: |p| p.finalizers = vec!["example.com/keep".into()],
+                ..row("an allowlisted finalizer on a dead node: removable", Ok(()))
+            },
+            Row {
+                spec: |s| {
+                    s.finalizers.removable = vec!["example.com/keep".into()];
+                    s.finalizers.remove_after = "0s".into();
+                },
+                pod: |p| p.finalizers = vec!["example.com/keep".into()],
+                observed: |o| {
+                    o.acted_pods.insert(crate::core::removal_acted_key("uid-p"));
+                },
+                ..row("its removal already done or recorded: not again", Err(AlreadyActed))
             },
             Row {
                 pod: |p| p.node_name = Some("n-dying".into()),
@@ -808,6 +914,104 @@ mod tests {
         );
     }
 
+    /// The cluster-wide storm guard: a narrow policy (one selected node, within its own limit)
+    /// takes no action while more nodes than `--max-unhealthy-nodes-in-cluster` are unhealthy
+    /// across the cluster; nodes never Ready and deleted ones do not count.
+    #[test]
+    fn a_cluster_storm_holds_a_narrow_policy() {
+        let p = policy(|s| {
+            s.safety.max_unhealthy_nodes = IntOrString::Int(1);
+            s.safety.cooldown = "0s".into();
+            s.node_selector = Some(LabelSelector {
+                match_labels: Some(labels(&[("zone", "narrow")])),
+                ..Default::default()
+            });
+        });
+        let mut narrow = node("n-dead", "dead");
+        narrow.labels = labels(&[("zone", "narrow")]);
+        let others = |unhealthy: usize, healthy: usize| {
+            let sick = (0..unhealthy).map(|i| node(&format!("sick-{i}"), "dead"));
+            let fine = (0..healthy).map(|i| node(&format!("fine-{i}"), "ready"));
+            sick.chain(fine).collect::<Vec<_>>()
+        };
+        let with = |mut nodes: Vec<NodeView>, limit: MaxUnhealthy| {
+            nodes.push(narrow.clone());
+            let mut obs = observed(nodes, vec![pod("p", "n-dead")]);
+            obs.storm.cluster_limit = Some(limit);
+            obs
+        };
+        // (case, other nodes, limit, want held, want cluster unhealthy, want cluster nodes)
+        let mut never_ready = node("new", "ready");
+        never_ready.observation.readiness = Readiness::Missing;
+        let mut gone = node("gone", "dead");
+        gone.deleted = true;
+        let rows = [
+            ("3 of 4 unhealthy, limit 2", others(2, 1), MaxUnhealthy::Count(2), true, 3, 4),
+            ("2 of 4 unhealthy, limit 2", others(1, 2), MaxUnhealthy::Count(2), false, 2, 4),
+            ("3 of 6 is 50%", others(2, 3), MaxUnhealthy::Percent(50), false, 3, 6),
+            ("4 of 6 is over 50%", others(3, 2), MaxUnhealthy::Percent(50), true, 4, 6),
+            (
+                "never Ready and deleted nodes do not count",
+                vec![never_ready.clone(), gone.clone(), node("sick", "dead")],
+                MaxUnhealthy::Count(2),
+                false,
+                2,
+                2,
+            ),
+        ];
+        for (case, nodes, limit, want_held, want_unhealthy, want_total) in rows {
+            let plan = plan(&with(nodes, limit), &p, now());
+            assert!(!plan.circuit.open, "{case}: the policy's own reading stays closed");
+            assert_eq!(plan.storm.holds(), want_held, "{case}: {}", plan.storm.message());
+            let cluster = (plan.storm.cluster.unhealthy, plan.storm.cluster.in_scope);
+            assert_eq!(cluster, (want_unhealthy, want_total), "{case}");
+            if want_held {
+                assert!(plan.actions.is_empty(), "{case}: {:?}", plan.actions);
+                assert_eq!(
+                    normalized(verdict_of(&plan, "p")),
+                    Err(NotEligible::ClusterStorm {
+                        unhealthy: want_unhealthy,
+                        limit: limit.limit(want_total)
+                    }),
+                    "{case}"
+                );
+                assert_eq!(plan.storm.reason(), "ClusterStorm", "{case}");
+            } else {
+                assert_eq!(plan.actions.len(), 1, "{case}: {:?}", plan.decisions);
+            }
+        }
+    }
+
+    /// A latched circuit remembered in the status holds actions although the storm has passed,
+    /// and a cool-down requeues for its end.
+    #[test]
+    fn latch_and_cooldown_hold_actions_after_the_storm() {
+        let obs = |previous: CircuitMemory| {
+            let mut o = observed(vec![node("n-dead", "dead")], vec![pod("p", "n-dead")]);
+            o.storm.previous = Some(previous);
+            o.storm.rearm_token = Some("1".into());
+            o
+        };
+        let latched = CircuitMemory {
+            state: CircuitState::Latched,
+            since: t(5, 0),
+            until: None,
+            rearm_token: Some("1".into()),
+        };
+        let p = policy(|s| s.safety.latch = true);
+        let held = plan(&obs(latched.clone()), &p, now());
+        assert!(held.actions.is_empty());
+        assert_eq!(normalized(verdict_of(&held, "p")), Err(NotEligible::CircuitLatched));
+
+        let mut rearmed = obs(latched);
+        rearmed.storm.rearm_token = Some("2".into());
+        let cooling = plan(&rearmed, &p, now());
+        assert!(cooling.storm.rearmed);
+        let until = add(now(), SignedDuration::from_secs(60));
+        assert_eq!(normalized(verdict_of(&cooling, "p")), Err(NotEligible::CoolingDown { until }));
+        assert_eq!(cooling.next_deadline, Some(until), "requeue at the end of the cool-down");
+    }
+
     /// `n` pods on a dead node, deleted one second apart from 00:08:00, each with its own owner
     /// unless `same_owner`.
     fn many_pods(n: i64, same_owner: bool) -> Vec<PodView> {
@@ -832,7 +1036,7 @@ mod tests {
             .iter()
             .filter_map(|a| match a {
                 Action::ForceDelete(f) => Some(f.name.as_str()),
-                Action::Node(_) => None,
+                Action::Node(_) | Action::RemoveFinalizers(_) | Action::Evict(_) => None,
             })
             .collect()
     }

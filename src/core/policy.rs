@@ -10,6 +10,7 @@ use super::duration::{format_duration, parse_duration};
 use super::selector::Selector;
 use crate::crd::{
     FencingRequirement, FencingSpec, MIN_LEASE_STALE_FOR, Mode, OwnerKind, RemediationPolicySpec,
+    StaleReadinessAction,
 };
 
 /// The storm-guard limit, `safety.maxUnhealthyNodes`.
@@ -55,6 +56,21 @@ impl MaxUnhealthy {
     }
 }
 
+/// `"3"` or `"30%"`, as on the command line.
+impl std::str::FromStr for MaxUnhealthy {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        if text.ends_with('%') {
+            MaxUnhealthy::parse(&IntOrString::String(text.to_string()))
+        } else {
+            text.parse::<u32>().map(MaxUnhealthy::Count).map_err(|_| {
+                format!("{text:?} is neither a count (e.g. 10) nor a percentage (e.g. 50%)")
+            })
+        }
+    }
+}
+
 impl std::fmt::Display for MaxUnhealthy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -94,6 +110,40 @@ pub struct ValidatedPolicy {
     pub actions_per_minute: u32,
     pub max_pods_per_owner_per_minute: u32,
     pub node_actions: NodeActions,
+    pub storm: StormSettings,
+    /// `liveNodeStuck`, `None` when the rule is disabled.
+    pub live_node_stuck: Option<LiveNodeStuck>,
+    pub finalizers: Finalizers,
+    /// `staleReadiness`, `None` when the rule is disabled.
+    pub stale_readiness: Option<StaleReadiness>,
+}
+
+/// `staleReadiness`: how long a node must be Ready again, and whether stale pods are evicted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StaleReadiness {
+    pub node_ready_for: SignedDuration,
+    pub evict: bool,
+}
+
+/// `liveNodeStuck`: when a pod on a live node counts as stuck, and when it is force-deleted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LiveNodeStuck {
+    pub delay: SignedDuration,
+    pub force_delete_after: Option<SignedDuration>,
+}
+
+/// `finalizers`: which may be removed, and on a live node when.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Finalizers {
+    pub removable: Vec<String>,
+    pub remove_after: SignedDuration,
+}
+
+/// `safety.latch` and `safety.cooldown`: the storm guard over time ([`super::storm`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StormSettings {
+    pub latch: bool,
+    pub cooldown: SignedDuration,
 }
 
 /// `nodeActions`: each action's delay after the node was judged dead (`None`: off).
@@ -166,6 +216,22 @@ pub fn validate(spec: &RemediationPolicySpec) -> Result<ValidatedPolicy, Invalid
     let (max_unhealthy, actions_per_minute, max_pods_per_owner_per_minute) =
         safety_limits(spec, &mut problems);
     let node_actions = node_actions(spec, &mut problems);
+    let (live_node_stuck, finalizers) = live_node_rules(spec, &mut problems);
+    let stale = &spec.stale_readiness;
+    let stale_readiness = parse_duration(&stale.node_ready_for)
+        .map_err(|e| problems.push(format!("staleReadiness.nodeReadyFor: {e}")))
+        .ok()
+        .filter(|_| stale.enabled)
+        .map(|node_ready_for| StaleReadiness {
+            node_ready_for,
+            evict: stale.action == StaleReadinessAction::Evict,
+        });
+    let storm = StormSettings {
+        latch: spec.safety.latch,
+        cooldown: parse_duration(&spec.safety.cooldown)
+            .map_err(|e| problems.push(format!("safety.cooldown: {e}")))
+            .unwrap_or(SignedDuration::ZERO),
+    };
 
     match (not_ready_for, lease_stale_for, delay, max_unhealthy) {
         (Some(not_ready_for), Some(lease_stale_for), Some(delay), Some(max_unhealthy))
@@ -188,6 +254,10 @@ pub fn validate(spec: &RemediationPolicySpec) -> Result<ValidatedPolicy, Invalid
                 actions_per_minute,
                 max_pods_per_owner_per_minute,
                 node_actions,
+                storm,
+                live_node_stuck,
+                finalizers,
+                stale_readiness,
             })
         }
         _ => Err(InvalidPolicy { reason: problems.join("; ") }),
@@ -253,6 +323,41 @@ fn node_actions(spec: &RemediationPolicySpec, problems: &mut Vec<String>) -> Nod
     actions
 }
 
+/// `liveNodeStuck` and `finalizers`, their durations parsed.
+fn live_node_rules(
+    spec: &RemediationPolicySpec,
+    problems: &mut Vec<String>,
+) -> (Option<LiveNodeStuck>, Finalizers) {
+    let mut parse = |field: &str, value: &str| {
+        parse_duration(value).map_err(|e| problems.push(format!("{field}: {e}"))).ok()
+    };
+    let live = &spec.live_node_stuck;
+    let delay = parse("liveNodeStuck.delayAfterGrace", &live.delay_after_grace);
+    let force_delete_after =
+        live.force_delete_after.as_deref().and_then(|v| parse("liveNodeStuck.forceDeleteAfter", v));
+    let remove_after = parse("finalizers.removeAfter", &spec.finalizers.remove_after);
+    if let (Some(delay), Some(after)) = (delay, force_delete_after)
+        && after < delay
+    {
+        problems.push(format!(
+            "liveNodeStuck.forceDeleteAfter: {} is shorter than delayAfterGrace {}: a pod would be \
+             deleted before it is reported stuck",
+            format_duration(after),
+            format_duration(delay)
+        ));
+    }
+    if spec.finalizers.removable.iter().any(|f| f.trim().is_empty()) {
+        problems.push("finalizers.removable: an empty name".into());
+    }
+    let live_node_stuck =
+        delay.filter(|_| live.enabled).map(|delay| LiveNodeStuck { delay, force_delete_after });
+    let finalizers = Finalizers {
+        removable: spec.finalizers.removable.clone(),
+        remove_after: remove_after.unwrap_or(SignedDuration::ZERO),
+    };
+    (live_node_stuck, finalizers)
+}
+
 /// `safety`: the storm-guard limit (`None` when it does not parse), `actionsPerMinute` and
 /// `maxPodsPerOwnerPerMinute` (1 when below 1, with a problem).
 fn safety_limits(
@@ -301,6 +406,21 @@ mod tests {
         ];
         for (input, want) in table {
             assert_eq!(MaxUnhealthy::parse(&input).map_err(|_| ()), want, "{input:?}");
+        }
+    }
+
+    #[test]
+    fn max_unhealthy_from_the_command_line() {
+        for (text, want) in [
+            ("0", Ok(MaxUnhealthy::Count(0))),
+            ("12", Ok(MaxUnhealthy::Count(12))),
+            ("50%", Ok(MaxUnhealthy::Percent(50))),
+            ("100%", Ok(MaxUnhealthy::Percent(100))),
+        ] {
+            assert_eq!(text.parse::<MaxUnhealthy>(), want, "{text}");
+        }
+        for bad in ["-1", "101%", "ten", "", "5.5"] {
+            assert!(bad.parse::<MaxUnhealthy>().is_err(), "{bad} accepted");
         }
     }
 

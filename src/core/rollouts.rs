@@ -8,9 +8,15 @@
 use std::collections::HashMap;
 use std::fmt;
 
-use jiff::Timestamp;
+use jiff::{SignedDuration, Timestamp};
 
+use super::duration::add;
 use super::observed::PodView;
+
+/// How long past its deletionTimestamp a Ready node's kubelet gets to finish a pod before the pod
+/// counts as stuck there and blocking: a live kubelet finishes within seconds of the grace
+/// period (a pod deleted with grace 0 is past it at once, and is not stuck).
+pub const LIVE_FINISH_GRACE: SignedDuration = SignedDuration::from_secs(30);
 pub use super::observed::{ReplicaSetView, WorkloadKind, WorkloadRef, WorkloadView};
 
 /// Why a blocking pod is still there.
@@ -101,9 +107,15 @@ pub fn blocked_rollouts(
         if !applies {
             continue;
         }
-        let past_grace = |p: &PodView| p.deletion_timestamp.is_some_and(|t| t <= now);
+        // On a Ready node the kubelet gets LIVE_FINISH_GRACE past the grace period to finish.
+        let blocking_from = |p: &PodView| {
+            let ready = node_ready(p.node_name.as_deref().unwrap_or_default()) == Some(true);
+            let margin = if ready { LIVE_FINISH_GRACE } else { SignedDuration::ZERO };
+            p.deletion_timestamp.map(|t| add(t, margin))
+        };
+        let past_grace = |p: &PodView| blocking_from(p).is_some_and(|t| t <= now);
         for p in old_pods.iter() {
-            if let Some(t) = p.deletion_timestamp.filter(|t| *t > now) {
+            if let Some(t) = blocking_from(p).filter(|t| *t > now) {
                 analysis.next_change = Some(analysis.next_change.map_or(t, |n| n.min(t)));
             }
         }
@@ -152,7 +164,8 @@ fn old_pods_by_workload<'a>(
     pods: &'a [PodView],
 ) -> HashMap<&'a str, Vec<&'a PodView>> {
     let mut by_workload: HashMap<&str, Vec<&PodView>> = HashMap::new();
-    for pod in pods {
+    // Only Terminating pods block; the state also keeps pods left Ready=False after a node blip.
+    for pod in pods.iter().filter(|p| p.deletion_timestamp.is_some()) {
         // A pod never scheduled is deleted at once by the API server: it blocks nothing.
         if pod.node_name.as_deref().is_none_or(str::is_empty) {
             continue;
@@ -204,6 +217,9 @@ mod tests {
             excluded: false,
             phase: Some("Running".into()),
             blocks_rollout: None,
+            finalizers: vec![],
+            running_containers: vec![],
+            stale_ready_since: None,
         }
     }
 
@@ -276,6 +292,13 @@ mod tests {
                 pods: vec![pod("a", "ReplicaSet", "old", "dead", 150)],
                 causes: vec![],
                 next: Some(t(150)),
+            },
+            Row {
+                case: "Recreate, deleted with grace 0 on a live node 10 s ago: its kubelet is finishing it",
+                workload: deployment(true, 1, 0),
+                pods: vec![pod("a", "ReplicaSet", "old", "live", 90)],
+                causes: vec![],
+                next: Some(t(120)),
             },
             Row {
                 case: "Recreate, one past grace on a live node, one in grace",

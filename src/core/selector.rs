@@ -48,6 +48,70 @@ pub enum SelectorError {
     UnexpectedValues { index: usize, key: String, operator: String },
     #[error("matchExpressions[{index}]: empty key")]
     EmptyKey { index: usize },
+    /// A key or value that no label can have: it would silently match nothing (or, in NotIn
+    /// and DoesNotExist, everything).
+    #[error("{at}: {what} {text:?} is not a valid label {what}: {why}")]
+    Invalid { at: String, what: &'static str, text: String, why: String },
+}
+
+/// Why `name` is not a label name or value part (at most 63 characters, alphanumerics at both
+/// ends, `-`, `_` and `.` between); `None` when it is. An empty value is valid, an empty name
+/// is not (`allow_empty`).
+fn name_problem(name: &str, allow_empty: bool) -> Option<String> {
+    let ok_inner = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+    let ends_ok = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    if name.is_empty() {
+        return (!allow_empty).then(|| "it is empty".to_string());
+    }
+    if name.len() > 63 {
+        return Some(format!("{} characters, at most 63", name.len()));
+    }
+    if let Some(bad) = name.chars().find(|c| !ok_inner(*c)) {
+        return Some(format!("{bad:?} is not allowed (letters, digits, '-', '_', '.')"));
+    }
+    if !ends_ok(name.chars().next()) || !ends_ok(name.chars().last()) {
+        return Some("it must start and end with a letter or digit".into());
+    }
+    None
+}
+
+/// Why `key` is not a label key (`[prefix/]name`, the prefix a DNS subdomain); `None` when it is.
+fn key_problem(key: &str) -> Option<String> {
+    let (prefix, name) = match key.rsplit_once('/') {
+        Some((prefix, name)) => (Some(prefix), name),
+        None => (None, key),
+    };
+    if let Some(prefix) = prefix {
+        let label_ok = |l: &str| {
+            !l.is_empty()
+                && l.len() <= 63
+                && l.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+        };
+        if prefix.is_empty() || prefix.len() > 253 || !prefix.split('.').all(label_ok) {
+            return Some(format!("prefix {prefix:?} is not a DNS subdomain"));
+        }
+    }
+    name_problem(name, false)
+}
+
+fn check_key(at: &str, key: &str) -> Result<(), SelectorError> {
+    match key_problem(key) {
+        Some(why) => {
+            Err(SelectorError::Invalid { at: at.into(), what: "key", text: key.into(), why })
+        }
+        None => Ok(()),
+    }
+}
+
+fn check_value(at: &str, value: &str) -> Result<(), SelectorError> {
+    match name_problem(value, true) {
+        Some(why) => {
+            Err(SelectorError::Invalid { at: at.into(), what: "value", text: value.into(), why })
+        }
+        None => Ok(()),
+    }
 }
 
 impl Selector {
@@ -63,6 +127,8 @@ impl Selector {
         };
         let mut requirements = Vec::new();
         for (k, v) in selector.match_labels.iter().flatten() {
+            check_key("matchLabels", k)?;
+            check_value(&format!("matchLabels[{k:?}]"), v)?;
             requirements.push(Requirement::Equals(k.clone(), v.clone()));
         }
         for (index, expr) in selector.match_expressions.iter().flatten().enumerate() {
@@ -70,7 +136,12 @@ impl Selector {
             if key.is_empty() {
                 return Err(SelectorError::EmptyKey { index });
             }
+            let at = format!("matchExpressions[{index}]");
+            check_key(&at, &key)?;
             let values = expr.values.clone().unwrap_or_default();
+            for value in &values {
+                check_value(&at, value)?;
+            }
             let operator = expr.operator.clone();
             let requirement = match operator.as_str() {
                 "In" | "NotIn" if values.is_empty() => {
@@ -165,6 +236,40 @@ mod tests {
             let got =
                 [compiled.matches(&zone_a), compiled.matches(&zone_b), compiled.matches(&none)];
             assert_eq!(got, want, "{case}");
+        }
+    }
+
+    #[test]
+    fn label_keys_and_values_are_checked() {
+        use serde_json::json;
+        // (selector, the error's text must contain; "" for valid)
+        let table = [
+            (json!({"matchLabels": {"app": "web"}}), ""),
+            (json!({"matchLabels": {"example.com/tier": "a.b_c-d"}}), ""),
+            (json!({"matchLabels": {"app": ""}}), ""),
+            (json!({"matchLabels": {"bad key!": "x"}}), "matchLabels: key \"bad key!\""),
+            (json!({"matchLabels": {"app": "-web"}}), "must start and end"),
+            (json!({"matchLabels": {"Example.com/app": "x"}}), "not a DNS subdomain"),
+            (json!({"matchLabels": {"/app": "x"}}), "not a DNS subdomain"),
+            (json!({"matchLabels": {"app": "x".repeat(64)}}), "64 characters, at most 63"),
+            (
+                json!({"matchExpressions": [{"key": "zone", "operator": "In", "values": ["ok", "no way"]}]}),
+                "matchExpressions[0]: value \"no way\"",
+            ),
+            (
+                json!({"matchExpressions": [{"key": "x/y/z", "operator": "Exists"}]}),
+                "not a DNS subdomain",
+            ),
+        ];
+        for (sel, want) in table {
+            let got = Selector::compile(Some(&selector(sel.clone())));
+            match (got, want) {
+                (Ok(_), "") => {}
+                (Err(e), want) if !want.is_empty() => {
+                    assert!(e.to_string().contains(want), "{sel}: {e}")
+                }
+                (got, want) => panic!("{sel}: got {got:?}, want {want:?}"),
+            }
         }
     }
 

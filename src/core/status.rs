@@ -8,10 +8,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::evidence::Suspension;
-use super::observed::{Observed, WorkloadRef};
+use super::observed::{CircuitMemory, Observed, WorkloadRef};
 use super::plan::Plan;
 use super::policy::{InvalidPolicy, ValidatedPolicy};
-use crate::crd::{BlockedRolloutStatus, MAX_RECENT_ACTIONS, RecentAction, RemediationPolicyStatus};
+use crate::crd::{
+    BlockedRolloutStatus, CircuitStatus, MAX_RECENT_ACTIONS, RecentAction, RemediationPolicyStatus,
+    StaleReadyPodStatus, StuckPodStatus,
+};
 
 /// Condition type: the policy is valid and evaluated against synced caches.
 pub const CONDITION_READY: &str = "Ready";
@@ -32,6 +35,45 @@ pub enum Evaluation<'a> {
     Planned { policy: &'a ValidatedPolicy, plan: &'a Plan },
     /// The spec did not validate; `paused` is `spec.paused` as written.
     Invalid { invalid: &'a InvalidPolicy, paused: bool },
+}
+
+/// `status.stuckOnLiveNodes`: the first [`MAX_RECENT_ACTIONS`] by namespace and name.
+fn stuck_on_live_nodes(plan: &Plan) -> Vec<StuckPodStatus> {
+    let mut stuck: Vec<StuckPodStatus> = plan
+        .stuck
+        .iter()
+        .map(|s| StuckPodStatus {
+            namespace: s.namespace.clone(),
+            name: s.name.clone(),
+            node: s.node.clone(),
+            cause: s.cause.code().to_string(),
+            detail: s.cause.detail(),
+            since: Time(s.since),
+        })
+        .collect();
+    stuck.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    stuck.truncate(MAX_RECENT_ACTIONS);
+    stuck
+}
+
+/// The circuit as the status remembers it (`status.circuit`).
+pub fn circuit_memory(status: Option<&RemediationPolicyStatus>) -> Option<CircuitMemory> {
+    let c = status?.circuit.as_ref()?;
+    Some(CircuitMemory {
+        state: c.state,
+        since: c.since.0,
+        until: c.until.as_ref().map(|t| t.0),
+        rearm_token: c.rearm_token.clone(),
+    })
+}
+
+fn circuit_status(memory: &CircuitMemory) -> CircuitStatus {
+    CircuitStatus {
+        state: memory.state,
+        since: Time(memory.since),
+        until: memory.until.map(Time),
+        rearm_token: memory.rearm_token.clone(),
+    }
 }
 
 /// Builds the desired status. `recentActions` and `actionsTotal` are carried over from
@@ -69,6 +111,8 @@ pub fn desired_status(
         observed_generation: generation,
         actions_total: previous.map_or(0, |p| p.actions_total),
         recent_actions: previous.map(|p| p.recent_actions.clone()).unwrap_or_default(),
+        // An invalid spec keeps the circuit as it was: a latch is not lost to a typo.
+        circuit: previous.and_then(|p| p.circuit.clone()),
         ..Default::default()
     };
     match evaluation {
@@ -96,11 +140,10 @@ pub fn desired_status(
         Evaluation::Planned { policy, plan } => {
             let (is_ready, reason, message) = readiness(policy, plan);
             let ready = cond(CONDITION_READY, is_ready, reason, message);
-            let circuit = if plan.circuit.open {
-                cond(CONDITION_CIRCUIT_OPEN, true, "TooManyUnhealthyNodes", plan.circuit.message())
-            } else {
-                cond(CONDITION_CIRCUIT_OPEN, false, "WithinLimit", plan.circuit.message())
-            };
+            let storm = &plan.storm;
+            let circuit =
+                cond(CONDITION_CIRCUIT_OPEN, storm.holds(), storm.reason(), storm.message());
+            status.circuit = Some(circuit_status(&storm.memory));
             status.conditions = vec![
                 ready,
                 circuit,
@@ -112,6 +155,18 @@ pub fn desired_status(
             status.unhealthy_nodes = count(plan.counts.unhealthy_nodes);
             status.dead_nodes = count(plan.counts.dead_nodes);
             status.stuck_pods = count(plan.counts.stuck_pods);
+            status.stuck_on_live_nodes = stuck_on_live_nodes(plan);
+            status.stale_ready_pods = plan
+                .stale
+                .iter()
+                .take(MAX_RECENT_ACTIONS)
+                .map(|s| StaleReadyPodStatus {
+                    namespace: s.namespace.clone(),
+                    name: s.name.clone(),
+                    node: s.node.clone(),
+                    ready_false_since: Some(Time(s.ready_false_since)),
+                })
+                .collect();
         }
     }
     status
@@ -226,7 +281,8 @@ mod tests {
     use super::*;
     use crate::core::guards::Circuit;
     use crate::core::plan::PlanCounts;
-    use crate::core::policy::{MaxUnhealthy, validate};
+    use crate::core::policy::{MaxUnhealthy, StormSettings, validate};
+    use crate::core::storm::advance;
     use crate::crd::{ActionKind, ActionResult, Mode, RemediationPolicySpec};
 
     fn ts(s: &str) -> Timestamp {
@@ -234,17 +290,23 @@ mod tests {
     }
 
     fn plan(synced: bool, open: bool, unhealthy: u32) -> Plan {
+        let circuit = Circuit::evaluate(
+            unhealthy,
+            10,
+            MaxUnhealthy::Count(if open { unhealthy - 1 } else { unhealthy }),
+        );
+        let calm = Circuit::evaluate(0, 10, MaxUnhealthy::Count(5));
+        let now = ts("2026-01-01T00:00:00Z");
         Plan {
             synced,
             suspended: None,
             actions: vec![],
             decisions: vec![],
             nodes: vec![],
-            circuit: Circuit::evaluate(
-                unhealthy,
-                10,
-                MaxUnhealthy::Count(if open { unhealthy - 1 } else { unhealthy }),
-            ),
+            stuck: vec![],
+            stale: vec![],
+            storm: advance(circuit.clone(), calm, None, StormSettings::default(), None, now),
+            circuit,
             next_deadline: None,
             counts: PlanCounts {
                 matched_nodes: 10,

@@ -44,10 +44,22 @@ pub enum NotEligible {
     NeedsFencing { because: FencingRequirement },
     /// `deletionTimestamp + delayAfterGrace` has not passed.
     WithinDelay { until: Timestamp },
+    /// Stuck on a live node (liveNodeStuck): reported; `action_at` is when the policy's opt-in
+    /// release comes, if it has one.
+    StuckOnLiveNode { cause: &'static str, detail: String, action_at: Option<Timestamp> },
+    /// Finalizers hold the pod: a force delete would not remove it. `names`: the ones that are
+    /// not removable (or, when all are, the removable ones, not due yet).
+    HeldByFinalizers { names: Vec<String> },
     /// `spec.paused`.
     Paused,
-    /// Too many unhealthy nodes.
+    /// Too many unhealthy nodes among the policy's own.
     CircuitOpen { unhealthy: u32, limit: u32 },
+    /// Too many unhealthy nodes in the whole cluster (`--max-unhealthy-nodes-in-cluster`).
+    ClusterStorm { unhealthy: u32, limit: u32 },
+    /// The circuit opened and is latched (`safety.latch`) until an admin re-arms it.
+    CircuitLatched,
+    /// The storm has passed; the circuit stays open until `until` (`safety.cooldown`).
+    CoolingDown { until: Timestamp },
     /// Every node of the pod's zone went unhealthy at once: a partition, not deaths.
     ZonePartitioned { zone: String, nodes: u32 },
     /// `rateLimit.actionsPerMinute` is used up until `until`.
@@ -74,8 +86,13 @@ impl NotEligible {
             NotEligible::NodeNotDead { .. } => "NodeNotDead",
             NotEligible::NeedsFencing { .. } => "NeedsFencing",
             NotEligible::WithinDelay { .. } => "WithinDelay",
+            NotEligible::StuckOnLiveNode { .. } => "StuckOnLiveNode",
+            NotEligible::HeldByFinalizers { .. } => "HeldByFinalizers",
             NotEligible::Paused => "Paused",
             NotEligible::CircuitOpen { .. } => "CircuitOpen",
+            NotEligible::ClusterStorm { .. } => "ClusterStorm",
+            NotEligible::CircuitLatched => "CircuitLatched",
+            NotEligible::CoolingDown { .. } => "CoolingDown",
             NotEligible::ZonePartitioned { .. } => "ZonePartitioned",
             NotEligible::RateLimited { .. } => "RateLimited",
             NotEligible::OwnerBudget { .. } => "OwnerBudget",
@@ -123,6 +140,19 @@ impl fmt::Display for NotEligible {
             NotEligible::WithinDelay { until } => {
                 write!(f, "deletionTimestamp + delayAfterGrace not reached until {until}")
             }
+            NotEligible::StuckOnLiveNode { cause, detail, action_at: Some(at) } => {
+                write!(f, "stuck on a live node ({cause}): {detail}; released at {at}")
+            }
+            NotEligible::StuckOnLiveNode { cause, detail, action_at: None } => write!(
+                f,
+                "stuck on a live node ({cause}): {detail}; reported only (liveNodeStuck.forceDeleteAfter not set)"
+            ),
+            NotEligible::HeldByFinalizers { names } => write!(
+                f,
+                "held by finalizer(s) {}: a force delete would not remove it; only finalizers \
+                 listed in finalizers.removable are removed",
+                names.join(", ")
+            ),
             NotEligible::Paused => write!(f, "policy paused"),
             NotEligible::ZonePartitioned { zone, nodes } => write!(
                 f,
@@ -134,6 +164,19 @@ impl fmt::Display for NotEligible {
                     f,
                     "circuit open: {unhealthy} unhealthy nodes exceed maxUnhealthyNodes ({limit})"
                 )
+            }
+            NotEligible::ClusterStorm { unhealthy, limit } => write!(
+                f,
+                "cluster-wide storm: {unhealthy} unhealthy nodes in the cluster exceed \
+                 --max-unhealthy-nodes-in-cluster ({limit})"
+            ),
+            NotEligible::CircuitLatched => write!(
+                f,
+                "circuit latched (safety.latch) until an admin re-arms it (annotation \
+                 remediator.io/rearm-circuit)"
+            ),
+            NotEligible::CoolingDown { until } => {
+                write!(f, "the storm has passed; cooling down (safety.cooldown) until {until}")
             }
             NotEligible::RateLimited { until } => {
                 write!(f, "rateLimit.actionsPerMinute used up; next slot at {until}")
@@ -202,8 +245,17 @@ mod tests {
             NotEligible::NodeNotDead { until: None, why: "Ready".into() },
             NotEligible::NeedsFencing { because: FencingRequirement::All },
             NotEligible::WithinDelay { until: now() },
+            NotEligible::StuckOnLiveNode {
+                cause: "Finalizers",
+                detail: "x".into(),
+                action_at: None,
+            },
+            NotEligible::HeldByFinalizers { names: vec!["a/x".into()] },
             NotEligible::Paused,
             NotEligible::CircuitOpen { unhealthy: 1, limit: 0 },
+            NotEligible::ClusterStorm { unhealthy: 1, limit: 0 },
+            NotEligible::CircuitLatched,
+            NotEligible::CoolingDown { until: now() },
             NotEligible::ZonePartitioned { zone: "a".into(), nodes: 2 },
             NotEligible::RateLimited { until: now() },
             NotEligible::OwnerBudget { owner, until: now() },

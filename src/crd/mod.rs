@@ -17,6 +17,10 @@ use serde::{Deserialize, Serialize};
 
 /// Pods and nodes carrying this annotation with the value `"true"` are never touched.
 pub const EXCLUDE_ANNOTATION: &str = "remediator.io/exclude";
+
+/// The annotation on a RemediationPolicy whose every new value re-arms a latched circuit
+/// (`safety.latch`).
+pub const REARM_ANNOTATION: &str = "remediator.io/rearm-circuit";
 /// The taint of Kubernetes' non-graceful node shutdown: an admin (or we) say the machine is off.
 pub const OUT_OF_SERVICE_TAINT: &str = "node.kubernetes.io/out-of-service";
 /// The value kube-remediator gives the out-of-service taint it adds (as in the Kubernetes docs).
@@ -121,6 +125,17 @@ pub struct RemediationPolicySpec {
     /// an admin's. Nodes another tool manages (Cluster API, Karpenter, medik8s) are left to it.
     pub node_actions: NodeActionsSpec,
 
+    /// Pods stuck Terminating on a live node (field incident 3): diagnosed and reported; force
+    /// deleted only with forceDeleteAfter.
+    pub live_node_stuck: LiveNodeStuckSpec,
+
+    /// Finalizers that may be removed from a Terminating pod they hold, on a live or dead node.
+    pub finalizers: FinalizersSpec,
+
+    /// Pods left Ready=False after a node blip (field incident 2): reported; evicted only with
+    /// action Evict.
+    pub stale_readiness: StaleReadinessSpec,
+
     /// Storm guards: when to stop acting, and how fast to act.
     pub safety: SafetySpec,
 }
@@ -138,6 +153,9 @@ impl Default for RemediationPolicySpec {
             stuck_terminating: StuckTerminatingSpec::default(),
             recreate_rollouts: RecreateRolloutsSpec::default(),
             node_actions: NodeActionsSpec::default(),
+            live_node_stuck: LiveNodeStuckSpec::default(),
+            finalizers: FinalizersSpec::default(),
+            stale_readiness: StaleReadinessSpec::default(),
             safety: SafetySpec::default(),
         }
     }
@@ -156,6 +174,7 @@ impl Default for RemediationPolicySpec {
     Hash,
     JsonSchema,
     strum::IntoStaticStr,
+    strum::EnumIter,
     EncodeLabelValue,
 )]
 pub enum Mode {
@@ -259,8 +278,10 @@ pub struct DeadNodeSpec {
 
     /// Which pods need fencing evidence on top of a dead node before they are released,
     /// because a dead kubelet is not a dead machine and two writers corrupt data:
-    /// StatefulSet (pods of StatefulSets), ReadWriteOnce (pods mounting a PersistentVolumeClaim
-    /// with access mode ReadWriteOnce or ReadWriteOncePod), All (every pod), or None alone (no
+    /// StatefulSet (pods of StatefulSets), ReadWriteOnce (pods mounting a PersistentVolumeClaim,
+    /// or a generic ephemeral volume's, with access mode ReadWriteOnce or ReadWriteOncePod, or an
+    /// inline block device only one node can write: awsElasticBlockStore, gcePersistentDisk,
+    /// azureDisk, cinder, rbd, iscsi, fc, vsphereVolume and the like), All (every pod), or None alone (no
     /// pod needs fencing: an explicit opt-out). Default [StatefulSet, ReadWriteOnce].
     #[schemars(length(min = 1, max = 3), extend("x-kubernetes-list-type" = "set"))]
     pub require_fencing_for: Vec<FencingRequirement>,
@@ -463,6 +484,20 @@ pub struct SafetySpec {
     /// pods count only towards rateLimit. Default 5.
     #[schemars(range(min = 1))]
     pub max_pods_per_owner_per_minute: i32,
+
+    /// Once the circuit has opened (this policy's maxUnhealthyNodes, or the operator's
+    /// cluster-wide --max-unhealthy-nodes-in-cluster), keep it open after the storm passes
+    /// until an admin re-arms it by giving the annotation remediator.io/rearm-circuit a new
+    /// value (kubectl annotate --overwrite remediationpolicy NAME
+    /// remediator.io/rearm-circuit=$(date +%s)). For clusters where a person should look at
+    /// every storm before anything is deleted. Default false.
+    pub latch: bool,
+
+    /// How long the circuit stays open after the storm passes (or after a re-arm): nodes come
+    /// back from an outage one by one, and while a partition heals the last nodes look like a
+    /// few dead ones. Go duration; "0s" closes it at once. Default "1m".
+    #[schemars(length(max = 32), pattern(DURATION_PATTERN))]
+    pub cooldown: String,
 }
 
 impl Default for SafetySpec {
@@ -471,6 +506,8 @@ impl Default for SafetySpec {
             max_unhealthy_nodes: IntOrString::String("30%".into()),
             rate_limit: RateLimitSpec::default(),
             max_pods_per_owner_per_minute: 5,
+            latch: false,
+            cooldown: "1m".into(),
         }
     }
 }
@@ -491,9 +528,13 @@ impl Default for RateLimitSpec {
     }
 }
 
+mod live_node;
+pub use live_node::{FinalizersSpec, LiveNodeStuckSpec, StaleReadinessAction, StaleReadinessSpec};
+
 mod status;
 pub use status::{
-    ActionKind, ActionResult, BlockedRolloutStatus, RecentAction, RemediationPolicyStatus,
+    ActionKind, ActionResult, BlockedRolloutStatus, CircuitState, CircuitStatus, RecentAction,
+    RemediationPolicyStatus, StaleReadyPodStatus, StuckPodStatus,
 };
 
 /// The CustomResourceDefinition as YAML, as applied by Helm and `kubectl apply`.
@@ -596,6 +637,10 @@ mod tests {
                 "duration(self) >= duration('40s')",
             ),
             (
+                format!("{spec}/liveNodeStuck"),
+                "!has(self.forceDeleteAfter) || duration(self.forceDeleteAfter) >= duration(self.delayAfterGrace)",
+            ),
+            (
                 format!("{spec}/nodeActions"),
                 "!has(self.assumeOffAfter) || has(self.outOfServiceTaintAfter)",
             ),
@@ -626,8 +671,9 @@ mod tests {
         }
         assert_eq!(
             yaml.matches("pattern: ^([0-9]+(ms|s|m|h))+$").count(),
-            9,
-            "nine duration fields: deadNode 2, the two delayAfterGrace, nodeActions 5"
+            14,
+            "14 duration fields: deadNode 2, the two delayAfterGrace, nodeActions 5, cooldown, \
+             liveNodeStuck 2, finalizers.removeAfter, staleReadiness.nodeReadyFor"
         );
     }
 

@@ -8,6 +8,8 @@ use serde::{Deserialize, Serialize};
 use super::Mode;
 
 /// What kube-remediator last concluded about this policy.
+// Lists are always written, empty ones too: the status is sent as a merge patch, where an omitted
+// key keeps the old value (a rollout no longer blocked, a pod no longer stuck would stay listed).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase", default)]
 pub struct RemediationPolicyStatus {
@@ -41,11 +43,91 @@ pub struct RemediationPolicyStatus {
     #[schemars(length(max = 20))]
     pub recent_actions: Vec<RecentAction>,
 
+    /// The storm guard over time: whether the circuit is open, latched until re-armed, or
+    /// cooling down, and since when. Kept here so that a restart resumes it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub circuit: Option<CircuitStatus>,
+
+    /// Pods stuck Terminating on live nodes (liveNodeStuck) or held by finalizers, with the
+    /// diagnosed cause, at most 20.
+    #[schemars(length(max = 20))]
+    pub stuck_on_live_nodes: Vec<StuckPodStatus>,
+
+    /// Pods left Ready=False after a node blip while every container is ready (staleReadiness),
+    /// at most 20.
+    #[schemars(length(max = 20))]
+    pub stale_ready_pods: Vec<StaleReadyPodStatus>,
+
     /// Recreate Deployments and StatefulSets blocked by Terminating pods on this policy's
     /// nodes, at most 20.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 20))]
     pub blocked_rollouts: Vec<BlockedRolloutStatus>,
+}
+
+/// The storm guard's state (see the CircuitOpen condition for why).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CircuitStatus {
+    /// Closed (actions allowed), Open (too many unhealthy nodes now, in the policy's scope or
+    /// the cluster), Latched (the storm passed; safety.latch holds it open until an admin
+    /// re-arms it), CoolingDown (the storm passed; open until `until`, safety.cooldown).
+    pub state: CircuitState,
+    /// When it entered this state.
+    pub since: Time,
+    /// CoolingDown: when it closes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<Time>,
+    /// Latched: the value of the annotation remediator.io/rearm-circuit when it latched; any
+    /// other value re-arms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rearm_token: Option<String>,
+}
+
+/// The storm guard's states.
+#[derive(
+    Serialize,
+    Deserialize,
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    JsonSchema,
+    strum::IntoStaticStr,
+)]
+pub enum CircuitState {
+    Closed,
+    Open,
+    Latched,
+    CoolingDown,
+}
+
+/// A pod stuck Terminating and why.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StuckPodStatus {
+    pub namespace: String,
+    pub name: String,
+    pub node: String,
+    /// Finalizers, ContainersRunning or KubeletNotFinishing.
+    pub cause: String,
+    /// The evidence: the finalizers or containers named, the volumes still in use.
+    pub detail: String,
+    /// When it became stuck: deletionTimestamp plus liveNodeStuck.delayAfterGrace.
+    pub since: Time,
+}
+
+/// A pod left Ready=False after a node blip.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StaleReadyPodStatus {
+    pub namespace: String,
+    pub name: String,
+    pub node: String,
+    /// When its Ready condition went False, as written in it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_false_since: Option<Time>,
 }
 
 /// A workload whose rollout is blocked, and by what.
@@ -103,6 +185,7 @@ pub struct RecentAction {
     Hash,
     JsonSchema,
     strum::IntoStaticStr,
+    strum::EnumIter,
     EncodeLabelValue,
 )]
 pub enum ActionKind {
@@ -117,6 +200,10 @@ pub enum ActionKind {
     DeleteNode,
     /// This operator's own cordon and taint removed from a node Ready again.
     UndoNodeActions,
+    /// Allowlisted finalizers removed from a Terminating pod they held (finalizers.removable).
+    RemoveFinalizers,
+    /// A pod left Ready=False after a node blip evicted (staleReadiness.action Evict).
+    Evict,
 }
 
 impl ActionKind {
@@ -138,6 +225,7 @@ impl ActionKind {
     Hash,
     JsonSchema,
     strum::IntoStaticStr,
+    strum::EnumIter,
     EncodeLabelValue,
 )]
 pub enum ActionResult {
@@ -155,6 +243,13 @@ impl ActionResult {
     /// The value as written in the status (also the metrics label).
     pub fn as_str(self) -> &'static str {
         self.into()
+    }
+
+    /// Whether the attempt spends a slot of the rate limit and the per-owner budget: Done,
+    /// WouldAct and Failed do; Skipped (nothing was sent, or a PodDisruptionBudget refused the
+    /// eviction: nothing was disrupted) does not.
+    pub fn spends_budget(self) -> bool {
+        self != ActionResult::Skipped
     }
 
     /// Whether the action counts in status.actionsTotal.

@@ -19,8 +19,8 @@ use crate::adapters::{NODE_LEASE_NAMESPACE, excluded, node_view};
 
 use crate::core::rollouts::WorkloadRef;
 use crate::core::{
-    Action, FencingNotice, ForceDelete, FreshNode, FreshPod, FreshPolicy, LastLook,
-    ValidatedPolicy, push_recent_actions,
+    Action, FencingNotice, ForceDelete, FreshNode, FreshPod, FreshPolicy, LastLook, PodNotice,
+    ValidatedPolicy, policy_still_enforces, push_recent_actions,
 };
 use crate::crd::{
     ActionKind, ActionResult, Mode, RecentAction, RemediationPolicy, RemediationPolicyStatus,
@@ -58,6 +58,18 @@ pub struct Notice {
     pub note: String,
 }
 
+/// The reference of an Event about a pod.
+pub(crate) fn pod_reference(namespace: &str, name: &str, uid: &str) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        namespace: Some(namespace.to_string()),
+        name: Some(name.to_string()),
+        uid: Some(uid.to_string()),
+        ..ObjectReference::default()
+    }
+}
+
 /// Everything one reconcile hands to the writer, written together: the notices (policy
 /// Events), the plan's actions, and the desired status, which gets the actions' records.
 pub struct Commit<'a> {
@@ -68,6 +80,9 @@ pub struct Commit<'a> {
     pub notices: Vec<Notice>,
     /// Pods newly held for want of fencing: an Event on each and on its owner.
     pub fencing_notices: Vec<FencingNotice>,
+    /// Pods newly stuck on a live node or left Ready=False, or with new evidence: an Event on
+    /// each.
+    pub pod_notices: Vec<PodNotice>,
     /// The desired status, before this reconcile's action records are added.
     pub status: RemediationPolicyStatus,
     /// The status last written, to skip writing an unchanged one.
@@ -140,8 +155,16 @@ impl Writer {
     /// Writes one reconcile's result: the notices, then the actions (carried out or recorded),
     /// then the status with the actions' records, if it changed.
     pub async fn commit(&self, commit: Commit<'_>) -> Committed {
-        let Commit { policy, validated, actions, notices, fencing_notices, mut status, previous } =
-            commit;
+        let Commit {
+            policy,
+            validated,
+            actions,
+            notices,
+            fencing_notices,
+            pod_notices,
+            mut status,
+            previous,
+        } = commit;
         for notice in notices {
             self.policy_event(
                 policy,
@@ -154,6 +177,9 @@ impl Writer {
         }
         for notice in &fencing_notices {
             self.fencing_events(&policy.name_any(), notice).await;
+        }
+        for notice in &pod_notices {
+            self.pod_notice_event(&policy.name_any(), notice).await;
         }
         let outcomes = match validated {
             Some(validated) if !actions.is_empty() => {
@@ -211,6 +237,10 @@ impl Writer {
         match action {
             Action::ForceDelete(fd) => self.execute_force_delete(policy, validated, fd, now).await,
             Action::Node(na) => self.execute_node_action(policy, validated, na, now).await,
+            Action::RemoveFinalizers(rf) => {
+                self.execute_remove_finalizers(policy, validated, rf, now).await
+            }
+            Action::Evict(evict) => self.execute_evict(policy, validated, evict, now).await,
         }
     }
 
@@ -330,6 +360,29 @@ impl Writer {
         ))
     }
 
+    /// The last look of an action that depends on the policy alone (an eviction, a finalizer
+    /// removal): a fresh read of the policy, which must still enforce the generation planned
+    /// with. `Err` is the result to record, and why.
+    pub(crate) async fn policy_still_acts(
+        &self,
+        policy: &RemediationPolicy,
+        verb: &str,
+    ) -> std::result::Result<(), (ActionResult, Option<String>)> {
+        let policies: Api<RemediationPolicy> = Api::all(self.client.clone());
+        let fresh = match policies.get_opt(&policy.name_any()).await {
+            Ok(fresh) => fresh.map(|p| FreshPolicy {
+                mode: p.spec.mode,
+                paused: p.spec.paused,
+                generation: p.metadata.generation,
+            }),
+            Err(e) => {
+                return Err((ActionResult::Failed, Some(format!("last look: the policy: {e}"))));
+            }
+        };
+        policy_still_enforces(fresh, policy.metadata.generation, verb)
+            .map_err(|skip| (ActionResult::Skipped, Some(skip)))
+    }
+
     /// DELETE with grace 0 and a UID precondition, if this replica leads.
     async fn delete_pod(
         &self,
@@ -416,14 +469,7 @@ impl Writer {
         if let Some(detail) = detail {
             note.push_str(&format!(" ({detail})"));
         }
-        let reference = ObjectReference {
-            api_version: Some("v1".into()),
-            kind: Some("Pod".into()),
-            namespace: Some(fd.namespace.clone()),
-            name: Some(fd.name.clone()),
-            uid: Some(fd.uid.clone()),
-            ..ObjectReference::default()
-        };
+        let reference = pod_reference(&fd.namespace, &fd.name, &fd.uid);
         self.event(&reference, EventType::Warning, reason, "ForceDelete", note).await;
     }
 
@@ -449,33 +495,6 @@ impl Writer {
         }
         let note = format!("[{}] {verb} {} pod(s): {}", mode.as_str(), list.len(), list.join(", "));
         self.policy_event(policy, EventType::Warning, reason, "ForceDelete", note).await;
-    }
-
-    /// A pod held for want of fencing: an Event on it and on its owner, saying what is missing.
-    async fn fencing_events(&self, policy: &str, notice: &FencingNotice) {
-        let note = format!("policy {policy}: {}", notice.note);
-        let pod = ObjectReference {
-            api_version: Some("v1".into()),
-            kind: Some("Pod".into()),
-            namespace: Some(notice.namespace.clone()),
-            name: Some(notice.pod.clone()),
-            uid: Some(notice.uid.clone()),
-            ..ObjectReference::default()
-        };
-        self.event(&pod, EventType::Warning, "NeedsFencing", "Report", note.clone()).await;
-        let Some(owner) = &notice.owner else { return };
-        let api_version = match owner.kind.as_str() {
-            "Job" => "batch/v1",
-            _ => "apps/v1",
-        };
-        let workload = ObjectReference {
-            api_version: Some(api_version.into()),
-            kind: Some(owner.kind.clone()),
-            namespace: Some(owner.namespace.clone()),
-            name: Some(owner.name.clone()),
-            ..ObjectReference::default()
-        };
-        self.event(&workload, EventType::Warning, "PodNeedsFencing", "Report", note).await;
     }
 
     /// Publishes an Event on a Deployment or StatefulSet.
@@ -593,6 +612,9 @@ pub(crate) fn last_look<'a>(
     }
 }
 
+mod evict;
+mod finalizers;
 mod node;
+mod notices;
 #[cfg(test)]
 mod tests;

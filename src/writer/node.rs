@@ -209,6 +209,8 @@ fn event_reason(kind: ActionKind, mode: Mode, result: ActionResult) -> String {
         ActionKind::DeleteNode => ("DeletedNode", "WouldDeleteNode"),
         ActionKind::UndoNodeActions => ("UndidNodeActions", "WouldUndoNodeActions"),
         ActionKind::ForceDelete => ("ForceDeleted", "WouldForceDelete"),
+        ActionKind::RemoveFinalizers => ("RemovedFinalizers", "WouldRemoveFinalizers"),
+        ActionKind::Evict => ("Evicted", "WouldEvict"),
     };
     match (mode, result) {
         (Mode::DryRun, _) => would.to_string(),

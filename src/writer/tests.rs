@@ -65,6 +65,7 @@ fn action() -> Action {
         blocks_rollout: None,
         lease_renewed: Some(RENEWED.parse().expect("ts")),
         fencing_required: None,
+        live_node: false,
     })
 }
 

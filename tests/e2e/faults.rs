@@ -4,11 +4,12 @@
 //!   is alive, as kube-controller-manager (which times heartbeats by when it saw them change)
 //!   agrees, and its pods are never force-deleted.
 //! - A stall of etcd or of the API server (SIGSTOP, then SIGCONT) silences every Lease at once:
-//!   no node counts as dead for it. A node that is really dead is released once a full
-//!   `leaseStaleFor` has passed after the stall, not before. These run on production-like
-//!   control planes of their own (PodGC on, default eviction rates and tolerations, the
-//!   kubelet's 40 s Lease), one test at a time per control plane, since a stall disturbs every
-//!   test on it.
+//!   no node counts as dead for it, so neither a pod nor a Node is written for it (the policy
+//!   would cordon a node the instant it counts as dead). A node that is really dead is released
+//!   and cordoned once a full `leaseStaleFor` has passed after the stall, not before. These run
+//!   on production-like control planes of their own (PodGC on, default eviction rates and
+//!   tolerations, the kubelet's 40 s Lease), one test at a time per control plane, since a stall
+//!   disturbs every test on it.
 //! - The last look: when a pod is excluded or its policy leaves Enforce between the plan and
 //!   the DELETE, nothing is deleted and the skip is recorded. The test build's hold hook
 //!   (`--e2e-hold-dir`, cargo feature `e2e-hooks`) holds the operator right before its last
@@ -33,8 +34,9 @@ use crate::support::{TestEnv, holds_for, shared_cluster, wait_for};
 use crate::{e2e, fault_e2e};
 
 /// Fault trials queued behind another on their fault control plane: each holds a test thread
-/// while it waits for the control plane's lock (see `main`).
-pub const QUEUED_FAULT_TRIALS: usize = 3;
+/// while it waits for the control plane's lock (see `main`). The stalls here and the storm
+/// guard's trial (`storm.rs`), on two control planes.
+pub const QUEUED_FAULT_TRIALS: usize = 4;
 
 /// The stall trials first: they are the longest, and two fault control planes run them in
 /// parallel (libtest-mimic starts trials in list order), about 7 minutes each in all.
@@ -46,7 +48,7 @@ pub fn trials() -> Vec<Trial> {
         fault_e2e!(A, "fa-etcd-stall-2x-restarts", etcd_stall_with_leader_restarts_is_not_a_death),
         fault_e2e!(B, "fa-etcd-stall-1.25x", etcd_stall_of_1_25x_the_window_is_not_a_death),
     ];
-    debug_assert_eq!(stalls.len() - 2, QUEUED_FAULT_TRIALS);
+    debug_assert_eq!(stalls.len() + crate::storm::trials().len() - 2, QUEUED_FAULT_TRIALS);
     let others = vec![
         e2e!("sk-clock-skew", a_kubelet_clock_behind_ours_is_not_a_dead_node),
         e2e!("ll-exclude", last_look_spares_a_pod_excluded_after_the_plan),
@@ -82,6 +84,14 @@ fn policy_spec(env: &TestEnv) -> serde_json::Value {
     })
 }
 
+/// The stall tests' policy: [`policy_spec`], and a node action that fires the instant a node
+/// counts as dead (cordon), so a stall read as a death would show as a write to a live Node.
+fn stall_policy_spec(env: &TestEnv) -> serde_json::Value {
+    let mut spec = policy_spec(env);
+    spec["nodeActions"] = json!({ "cordonAfter": "0s" });
+    spec
+}
+
 fn uid(pod: &Pod) -> String {
     pod.metadata.uid.clone().unwrap_or_default()
 }
@@ -97,6 +107,25 @@ fn no_operator_delete(cluster: &Cluster, env: &TestEnv, pod: &str) -> Result<()>
     Ok(())
 }
 
+/// Fails if the operator wrote to any of `nodes` (audit log: any verb, any subresource).
+fn no_operator_node_write(cluster: &Cluster, nodes: &[&str]) -> Result<()> {
+    for node in nodes {
+        let writes = cluster.operator_node_writes(node)?;
+        ensure!(writes.is_empty(), "the operator wrote to node {node}: {writes:?}");
+    }
+    Ok(())
+}
+
+/// Waits until the node is cordoned (`spec.unschedulable`).
+async fn wait_cordoned(env: &TestEnv, node: &str, timeout: Duration) -> Result<()> {
+    wait_for(&format!("node {node} to be cordoned"), timeout, || async move {
+        let n = env.nodes().get_opt(node).await?;
+        let cordoned = n.and_then(|n| n.spec).and_then(|s| s.unschedulable).unwrap_or(false);
+        Ok(cordoned.then_some(()))
+    })
+    .await
+}
+
 /// Fails if the pod is gone or replaced. A request that fails is not a violation: right after
 /// a stall the API can be briefly unavailable, and the audit log is the authority on deletes.
 async fn still_there(env: &TestEnv, pod: &str, pod_uid: &str) -> Result<()> {
@@ -108,7 +137,12 @@ async fn still_there(env: &TestEnv, pod: &str, pod_uid: &str) -> Result<()> {
 }
 
 /// Waits until the pod with this UID is gone.
-async fn wait_gone(env: &TestEnv, pod: &str, pod_uid: &str, timeout: Duration) -> Result<()> {
+pub(crate) async fn wait_gone(
+    env: &TestEnv,
+    pod: &str,
+    pod_uid: &str,
+    timeout: Duration,
+) -> Result<()> {
     wait_for(&format!("pod {pod} ({pod_uid}) to be gone"), timeout, || async move {
         let p = env.pods().get_opt(pod).await?;
         Ok((p.as_ref().map(uid).as_deref() != Some(pod_uid)).then_some(()))
@@ -117,7 +151,7 @@ async fn wait_gone(env: &TestEnv, pod: &str, pod_uid: &str, timeout: Duration) -
 }
 
 /// Creates pod `name` on the kwok node `node` and waits until it runs.
-async fn running_pod_on(env: &TestEnv, name: &str, node: &str) -> Result<Pod> {
+pub(crate) async fn running_pod_on(env: &TestEnv, name: &str, node: &str) -> Result<Pod> {
     env.create_bound_pod(name, node).await?;
     wait_for(&format!("pod {name} to run on {node}"), Duration::from_secs(60), || async move {
         Ok(env.pods().get_opt(name).await?.filter(pod_is_ready))
@@ -130,7 +164,7 @@ async fn running_pod_on(env: &TestEnv, name: &str, node: &str) -> Result<Pod> {
 /// node from its label-selected watch within moments of the kill; the pod is deleted 1 s after
 /// it, and the test checks the pod outlives its grace period, so a kwok that still finalized
 /// it fails here instead of going unnoticed.
-async fn kill_and_strand(env: &TestEnv, node: &str, pod: &str) -> Result<Pod> {
+pub(crate) async fn kill_and_strand(env: &TestEnv, node: &str, pod: &str) -> Result<Pod> {
     env.kill_node(node).await?;
     let killed = std::time::Instant::now();
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -252,10 +286,12 @@ enum Deployed {
 /// Invariant 2: a stall of `component` for `percent`% of `leaseStaleFor` is not a death. A
 /// live `Ready=False` node (clock 5 minutes behind, renewing every 2 s) with a Terminating pod
 /// and a really dead kwok node (killed about 5 s before the stall) with a Terminating pod go
-/// through the stall. The live node's pod is never force-deleted (audit log: during the stall
-/// and until `leaseStaleFor` + 10 s after it); the dead node's pod is force-deleted once a full
-/// `leaseStaleFor` has passed after the resume, not before, and within
-/// [`RELEASE_MARGIN`] seconds of that.
+/// through the stall, beside the zone's healthy kwok node; the policy would also cordon a node
+/// the instant it counts as dead ([`stall_policy_spec`]). The operator never writes to the live
+/// node or the healthy one, nor deletes the live node's pod (audit log: during the stall and
+/// until `leaseStaleFor` + 10 s after it); it force-deletes the dead node's pod and cordons the
+/// dead node once a full `leaseStaleFor` has passed after the resume, not before (no write to
+/// that node either before then), and within [`RELEASE_MARGIN`] seconds of that.
 async fn a_stall_is_not_a_death(
     cluster: &Cluster,
     env: &TestEnv,
@@ -268,8 +304,10 @@ async fn a_stall_is_not_a_death(
     env.create_bound_pod("on-live", &live).await?;
     let live_uid = uid(&env.delete_gracefully("on-live", 1).await?);
     running_pod_on(env, "on-dead", &dead).await?;
-    env.create_policy(policy_spec(env)).await?;
-    let scenario = through_the_stall(cluster, env, component, percent, &live_uid, &dead);
+    env.create_policy(stall_policy_spec(env)).await?;
+    let live_nodes = [live.as_str(), env.healthy_node.as_str()];
+    let scenario =
+        through_the_stall(cluster, env, component, percent, &live_uid, &live_nodes, &dead);
     match deployed {
         Deployed::Alone => {
             let mut op =
@@ -318,25 +356,31 @@ async fn restart_on_exit(
 }
 
 /// The part of [`a_stall_is_not_a_death`] after the operator started: the dead node dies,
-/// `component` stalls, and what happens after the resume is checked.
+/// `component` stalls, and what happens after the resume is checked. `live_nodes` are the
+/// nodes that stay alive.
 async fn through_the_stall(
     cluster: &Cluster,
     env: &TestEnv,
     component: &str,
     percent: u64,
     live_uid: &str,
+    live_nodes: &[&str],
     dead: &str,
 ) -> Result<()> {
     let dead_uid = uid(&kill_and_strand(env, dead, "on-dead").await?);
     no_operator_delete(cluster, env, "on-live")?;
     no_operator_delete(cluster, env, "on-dead")?;
+    no_operator_node_write(cluster, live_nodes)?;
+    no_operator_node_write(cluster, &[dead])?;
 
     let length = Duration::from_secs(LEASE_STALE_FOR as u64 * percent / 100);
     let stall = cluster.stall(component)?;
     // The stall itself: only the audit log (a file) is read meanwhile.
-    let during = holds_for(&format!("no DELETE while {component} is stalled"), length, || async {
+    let during = holds_for(&format!("no write while {component} is stalled"), length, || async {
         no_operator_delete(cluster, env, "on-live")?;
-        no_operator_delete(cluster, env, "on-dead")
+        no_operator_delete(cluster, env, "on-dead")?;
+        no_operator_node_write(cluster, live_nodes)?;
+        no_operator_node_write(cluster, &[dead])
     })
     .await;
     let resumed = stall.resume()?;
@@ -345,38 +389,49 @@ async fn through_the_stall(
     let released_from = resumed + SignedDuration::from_secs(LEASE_STALE_FOR);
     let released_by = released_from + SignedDuration::from_secs(RELEASE_MARGIN);
     let live_alone = holds_for(
-        "the live node's pod to be left alone after the stall",
+        "the live nodes and the live node's pod to be left alone after the stall",
         until(released_from + SignedDuration::from_secs(10)),
         || async {
             no_operator_delete(cluster, env, "on-live")?;
+            no_operator_node_write(cluster, live_nodes)?;
             still_there(env, "on-live", live_uid).await
         },
     );
     let dead_released = async {
         holds_for(
-            "the dead node's pod to wait a full window after the stall",
+            "the dead node and its pod to wait a full window after the stall",
             until(released_from - TOLERANCE),
             || async {
                 no_operator_delete(cluster, env, "on-dead")?;
+                no_operator_node_write(cluster, &[dead])?;
                 still_there(env, "on-dead", &dead_uid).await
             },
         )
         .await?;
-        wait_gone(env, "on-dead", &dead_uid, until(released_by) + Duration::from_secs(1)).await
+        let by = until(released_by) + Duration::from_secs(1);
+        tokio::try_join!(wait_gone(env, "on-dead", &dead_uid, by), wait_cordoned(env, dead, by))
     };
     tokio::try_join!(live_alone, dead_released)?;
 
     no_operator_delete(cluster, env, "on-live")?;
+    no_operator_node_write(cluster, live_nodes)?;
+    let node_writes = cluster.operator_node_writes(dead)?;
+    let cordon =
+        node_writes.first().context("the dead node is cordoned, but not by the operator")?;
+    let cordoned = cordon.received.context("audit entry without requestReceivedTimestamp")?;
+    let cordon_delay = cordoned.duration_since(resumed);
     let deletes = cluster.operator_pod_deletes(&env.namespace, "on-dead")?;
     let first = deletes.first().context("on-dead is gone, but not by a DELETE of the operator")?;
     let received = first.received.context("audit entry without requestReceivedTimestamp")?;
     let delay = received.duration_since(resumed);
     eprintln!(
         "[{}] {component} stalled {}s ({percent}% of leaseStaleFor {LEASE_STALE_FOR}s): the dead \
-         node's pod was force-deleted {:.1}s after the resume",
+         node's pod was force-deleted {:.1}s and the node cordoned {:.1}s after the resume; no \
+         write to the live nodes",
         env.name,
         length.as_secs(),
-        delay.as_secs_f64()
+        delay.as_secs_f64(),
+        cordon_delay.as_secs_f64()
     );
     ensure!(
         received >= released_from - TOLERANCE,
@@ -387,6 +442,16 @@ async fn through_the_stall(
         received <= released_by,
         "the dead node's pod was force-deleted only {:.1}s after the stall",
         delay.as_secs_f64()
+    );
+    ensure!(
+        cordoned >= released_from - TOLERANCE,
+        "the dead node was cordoned {:.1}s after the stall, before a full window",
+        cordon_delay.as_secs_f64()
+    );
+    ensure!(
+        cordoned <= released_by,
+        "the dead node was cordoned only {:.1}s after the stall",
+        cordon_delay.as_secs_f64()
     );
     Ok(())
 }

@@ -10,13 +10,17 @@ mod support;
 
 mod chart;
 mod control_plane;
+mod explain;
 mod faults;
 mod fixtures;
 mod leader;
+mod live_node;
 mod node_actions;
 mod operator_errors;
 mod policy_validation;
 mod rollouts;
+mod stale_readiness;
+mod storm;
 mod stuck_terminating;
 
 fn main() {
@@ -27,16 +31,21 @@ fn main() {
     if args.test_threads.is_none() {
         args.test_threads = Some(6 + faults::QUEUED_FAULT_TRIALS);
     }
-    // The fault tests first: their stalls are the longest trials of the run; then the node
-    // actions, about three minutes each on the production-like control plane.
+    // The fault tests first: their stalls are the longest trials of the run, and the storm
+    // guard's test queues behind them on its fault control plane; then the node actions, about
+    // three minutes each on the production-like control plane.
     let trials: Vec<_> = [
         faults::trials(),
+        storm::trials(),
         node_actions::trials(),
         control_plane::trials(),
         policy_validation::trials(),
         stuck_terminating::trials(),
+        live_node::trials(),
         operator_errors::trials(),
+        explain::trials(),
         rollouts::trials(),
+        stale_readiness::trials(),
         chart::trials(),
         leader::trials(),
     ]

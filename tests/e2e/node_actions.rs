@@ -13,21 +13,22 @@
 //! Node, as the API server received it); that it did not happen earlier is also watched on the
 //! Node itself, every 250 ms.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use libtest_mimic::Trial;
 use serde_json::{Value, json};
 
 use crate::fixtures::stateful_set;
 use crate::prod_e2e;
 use crate::support::cluster::{AuditEntry, Cluster};
-use crate::support::env::{ZONE_LABEL, node_ready_status, pod_is_ready};
+use crate::support::env::{TEST_LABEL, ZONE_LABEL, node_ready_status, pod_is_ready};
 use crate::support::operator::Operator;
 use crate::support::pki::OPERATOR_USER;
 use crate::support::{TestEnv, holds_for, wait_for};
@@ -39,6 +40,7 @@ pub fn trials() -> Vec<Trial> {
         prod_e2e!("na-admin-uncordon", an_admins_uncordon_and_taint_are_respected),
         prod_e2e!("na-clock-skew", a_kubelet_clock_behind_ours_gets_no_node_action),
         prod_e2e!("na-dry-run", dry_run_records_node_actions_and_writes_nothing),
+        prod_e2e!("na-flapping-node", a_flapping_node_gets_no_action),
     ]
 }
 
@@ -153,12 +155,17 @@ async fn renewed_since(env: &TestEnv, node: &str, after: Timestamp) -> Result<()
 /// Waits until the killed `node` is Unknown (with the default grace period, about 50 s after its
 /// last heartbeat) and returns the instant the policy counts it dead.
 async fn dead_instant(env: &TestEnv, node: &str) -> Result<Timestamp> {
+    dead_instant_with(env, node, NOT_READY_FOR).await
+}
+
+/// Like [`dead_instant`], for a policy whose `notReadyFor` is `not_ready_for` seconds.
+async fn dead_instant_with(env: &TestEnv, node: &str, not_ready_for: i64) -> Result<Timestamp> {
     wait_for(&format!("node {node} Ready=Unknown"), Duration::from_secs(150), || async move {
         let n = env.nodes().get_opt(node).await?;
         Ok(n.filter(|n| node_ready_status(n).as_deref() == Some("Unknown")).map(|_| ()))
     })
     .await?;
-    let dead = env.dead_at(node, NOT_READY_FOR, LEASE_STALE_FOR).await?;
+    let dead = env.dead_at(node, not_ready_for, LEASE_STALE_FOR).await?;
     eprintln!("[{}] {node} counts as dead from {dead}", env.name);
     Ok(dead)
 }
@@ -727,5 +734,439 @@ async fn dry_run_records_node_actions_and_writes_nothing(
     check_metric(&op, env, "Cordon", "DryRun", "WouldAct").await?;
     // Leave no dead node behind on the shared control plane.
     env.revive_node(&victim).await?;
+    Ok(())
+}
+
+/// The flapping node's `notReadyFor`: longer than any of its dead phases.
+const FLAP_NOT_READY_FOR: i64 = 20;
+/// Dead, then alive, this many times.
+const FLAPS: u32 = 10;
+/// Dead, then alive, this many times more with the Lease silent throughout: the Lease is stale
+/// (40 s) from the third flap on, which leaves at least two full flaps where only `notReadyFor`
+/// restarting at every flap keeps the node alive.
+const SILENT_FLAPS: u32 = 6;
+/// How long each dead phase and each alive phase lasts.
+const FLAP_PHASE: Duration = Duration::from_secs(8);
+/// A finalizer of the test's own. kwok finishes a Terminating pod of a node it manages (a DELETE
+/// with grace period 0) as soon as it sees it, so without it no pod stays Terminating on a node
+/// that is alive half the time; with it, the pod stays Terminating, due for a force delete
+/// (grace period over, `delayAfterGrace` 0 s) whenever its node counts as dead.
+const HOLD: &str = "e2e.remediator.io/hold";
+
+/// The Event reasons of node actions (`src/writer/node.rs`): done, DryRun, skipped, failed.
+fn node_action_reasons() -> Vec<String> {
+    let mut reasons: Vec<String> = [
+        "Cordoned",
+        "WouldCordon",
+        "TaintedOutOfService",
+        "WouldTaintOutOfService",
+        "DeletedNode",
+        "WouldDeleteNode",
+        "UndidNodeActions",
+        "WouldUndoNodeActions",
+    ]
+    .map(String::from)
+    .to_vec();
+    for kind in ["Cordon", "OutOfServiceTaint", "DeleteNode", "UndoNodeActions"] {
+        reasons.extend([format!("{kind}Skipped"), format!("{kind}Failed")]);
+    }
+    reasons
+}
+
+/// Events about the Node `node` that record a node action: reported by kube-remediator, or with
+/// the reason of one.
+async fn node_action_events(env: &TestEnv, node: &str) -> Result<Vec<Event>> {
+    let reasons = node_action_reasons();
+    let events: Api<Event> = Api::all(env.client.clone());
+    Ok(events
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|e| {
+            let r = e.regarding.as_ref();
+            r.and_then(|r| r.kind.as_deref()) == Some("Node")
+                && r.and_then(|r| r.name.as_deref()) == Some(node)
+        })
+        .filter(|e| {
+            e.reporting_controller.as_deref() == Some("kube-remediator")
+                || e.reason.as_ref().is_some_and(|r| reasons.contains(r))
+        })
+        .collect())
+}
+
+/// Sets the node's Ready condition to Unknown as kube-controller-manager's node lifecycle
+/// controller does when a kubelet stops posting its status (reason `NodeStatusUnknown`, a new
+/// `lastTransitionTime`, the last heartbeat kept), but at once instead of after its grace
+/// period.
+async fn mark_ready_unknown(env: &TestEnv, node: &str) -> Result<()> {
+    let now = Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+    let status = json!({ "status": { "conditions": [{
+        "type": "Ready",
+        "status": "Unknown",
+        "reason": "NodeStatusUnknown",
+        "message": "Kubelet stopped posting node status.",
+        "lastTransitionTime": now,
+    }] } });
+    env.nodes()
+        .patch_status(node, &PatchParams::default(), &Patch::Strategic(&status))
+        .await
+        .with_context(|| format!("setting Ready=Unknown on {node}"))?;
+    Ok(())
+}
+
+/// Creates the bare pod `name` on `node` with the test's [`HOLD`] finalizer, waits until it
+/// runs, deletes it with a 1 s grace period and waits until it is Terminating.
+async fn held_terminating_pod(env: &TestEnv, name: &str, node: &str) -> Result<Pod> {
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {
+            "name": name,
+            "labels": { "app": name, TEST_LABEL: env.name },
+            "finalizers": [HOLD],
+        },
+        "spec": {
+            "nodeName": node,
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{ "name": "app", "image": "registry.invalid/app:v1" }],
+        },
+    }))?;
+    env.pods().create(&PostParams::default(), &pod).await?;
+    env.wait_pods_ready(&format!("app={name}"), 1).await?;
+    env.delete_gracefully(name, 1).await
+}
+
+/// Sets the node's Ready condition to True with a fresh heartbeat, as a kubelet posting its
+/// status does.
+async fn mark_ready_true(env: &TestEnv, node: &str) -> Result<()> {
+    let now = Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+    let status = json!({ "status": { "conditions": [{
+        "type": "Ready",
+        "status": "True",
+        "reason": "KubeletReady",
+        "message": "kubelet is posting ready status",
+        "lastHeartbeatTime": now,
+        "lastTransitionTime": now,
+    }] } });
+    env.nodes()
+        .patch_status(node, &PatchParams::default(), &Patch::Strategic(&status))
+        .await
+        .with_context(|| format!("setting Ready=True on {node}"))?;
+    Ok(())
+}
+
+/// Removes the [`HOLD`] finalizer, so the pod can go (if it is still there).
+async fn release_hold(env: &TestEnv, name: &str) -> Result<()> {
+    if env.pods().get_opt(name).await?.is_none() {
+        return Ok(());
+    }
+    let patch = json!({ "metadata": { "finalizers": null } });
+    env.pods().patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    Ok(())
+}
+
+/// What the test saw of the flapping node's kubelet.
+#[derive(Default)]
+struct FlapLog {
+    /// Every distinct Lease `renewTime` seen, in order.
+    renewals: Vec<Timestamp>,
+    /// The longest stretch from our `Ready=Unknown` to `Ready=True` seen again.
+    longest_not_ready: Duration,
+    /// The longest time from a revive to `Ready=True` seen.
+    slowest_revive: Duration,
+}
+
+impl FlapLog {
+    fn renewed(&mut self, renewed: Option<Timestamp>) {
+        if let Some(r) = renewed
+            && self.renewals.last() != Some(&r)
+        {
+            self.renewals.push(r);
+        }
+    }
+
+    /// The longest time between two renewals seen (renewTime, kwok's clock, which is ours).
+    fn longest_lease_gap(&self) -> Duration {
+        let gaps = self.renewals.windows(2).map(|w| w[1].duration_since(w[0]));
+        gaps.max().and_then(|g| Duration::try_from(g).ok()).unwrap_or_default()
+    }
+}
+
+/// Fails if the operator touched the flapping node or its pods: a write of its user to the Node
+/// or any write to either pod (audit log), or the node cordoned, tainted out of service or
+/// carrying the operator's record. Returns the node and its Lease's `renewTime`.
+async fn flapper_untouched(
+    cluster: &Cluster,
+    env: &TestEnv,
+    node: &str,
+) -> Result<(Node, Option<Timestamp>)> {
+    let writes = cluster.operator_node_writes(node)?;
+    ensure!(writes.is_empty(), "the operator wrote to {node}: {writes:?}");
+    let pod_writes: Vec<_> = cluster
+        .audit_writes()?
+        .into_iter()
+        .filter(|e| {
+            e.user == OPERATOR_USER
+                && e.resource == "pods"
+                && e.namespace.as_deref() == Some(env.namespace.as_str())
+                && matches!(e.name.as_deref(), Some("held" | "running"))
+        })
+        .collect();
+    ensure!(pod_writes.is_empty(), "the operator wrote to a pod: {pod_writes:?}");
+    let n = env.nodes().get_opt(node).await?.with_context(|| format!("{node} is gone"))?;
+    ensure!(!cordoned(&n), "{node} was cordoned");
+    ensure!(!out_of_service(&n), "{node} got the out-of-service taint");
+    ensure!(record(&n).is_none(), "{node} carries {RECORD}");
+    let leases: Api<Lease> = Api::namespaced(env.client.clone(), "kube-node-lease");
+    let renewed = leases.get_opt(node).await?.and_then(|l| l.spec).and_then(|s| s.renew_time);
+    Ok((n, renewed.map(|t| t.0)))
+}
+
+/// Checks every 250 ms for `phase` that the flapping node is untouched
+/// ([`flapper_untouched`]) and its Ready condition is `True` (`ready`) or not (`!ready`),
+/// recording its Lease renewals in `log`; then that no node-action Event names it.
+async fn flap_phase(
+    cluster: &Cluster,
+    env: &TestEnv,
+    node: &str,
+    phase: Duration,
+    ready: bool,
+    log: &std::sync::Mutex<FlapLog>,
+) -> Result<()> {
+    let what = format!("{node} untouched while {}", if ready { "alive" } else { "dead" });
+    holds_for(&what, phase, || async {
+        let (n, renewed) = flapper_untouched(cluster, env, node).await?;
+        log.lock().unwrap_or_else(|e| e.into_inner()).renewed(renewed);
+        let status = node_ready_status(&n);
+        if ready {
+            ensure!(status.as_deref() == Some("True"), "{node} left Ready: {status:?}");
+        } else {
+            // kwok reports Ready=True again only for a node it manages.
+            ensure!(
+                status.as_deref() != Some("True"),
+                "{node} turned Ready while dead: kwok still managed it"
+            );
+        }
+        Ok(())
+    })
+    .await?;
+    let events = node_action_events(env, node).await?;
+    ensure!(events.is_empty(), "node-action Events on {node}: {events:?}");
+    Ok(())
+}
+
+/// How the alive phase of a flap comes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Revival {
+    /// kwok manages the node again: it renews the Lease at once and reports `Ready=True`.
+    Kwok,
+    /// kwok stays off, so the Lease stays silent; the test posts `Ready=True` itself, as a
+    /// kubelet whose status updates get through while its Lease renewals do not.
+    StatusOnly,
+}
+
+/// Flaps `node` `flaps` times: dead for [`FLAP_PHASE`] (killed, `Ready=Unknown` set at once),
+/// then alive for [`FLAP_PHASE`] from `Ready=True` seen, revived as `revival` says. Checks the
+/// node is untouched throughout ([`flap_phase`]) and records what it saw in `log`.
+async fn flap(
+    cluster: &Cluster,
+    env: &TestEnv,
+    node: &str,
+    flaps: u32,
+    revival: Revival,
+    log: &std::sync::Mutex<FlapLog>,
+) -> Result<()> {
+    for n in 1..=flaps {
+        let died = Instant::now();
+        env.kill_node(node).await?;
+        mark_ready_unknown(env, node).await?;
+        let unknown = Instant::now();
+        flap_phase(cluster, env, node, FLAP_PHASE.saturating_sub(died.elapsed()), false, log)
+            .await
+            .with_context(|| format!("dead phase {n} ({revival:?})"))?;
+        let revived = Instant::now();
+        match revival {
+            Revival::Kwok => env.revive_node(node).await?,
+            Revival::StatusOnly => mark_ready_true(env, node).await?,
+        }
+        env.wait_node_ready(node, "True").await?;
+        {
+            let mut log = log.lock().unwrap_or_else(|e| e.into_inner());
+            log.longest_not_ready = log.longest_not_ready.max(unknown.elapsed());
+            log.slowest_revive = log.slowest_revive.max(revived.elapsed());
+        }
+        flap_phase(cluster, env, node, FLAP_PHASE, true, log)
+            .await
+            .with_context(|| format!("alive phase {n} ({revival:?})"))?;
+    }
+    // The flaps were the ones under test: no stretch of Ready not True came near 20 s.
+    let longest = log.lock().unwrap_or_else(|e| e.into_inner()).longest_not_ready;
+    ensure!(
+        longest < Duration::from_secs(FLAP_NOT_READY_FOR as u64),
+        "a dead phase lasted {longest:?} (Ready not True): not the flap under test"
+    );
+    Ok(())
+}
+
+/// The issue: "A node dead 8 s / alive 8 s ten times with a 20 s threshold: no action, nothing
+/// left behind." An Enforce policy (`notReadyFor` 20 s, `leaseStaleFor` 40 s, the documented
+/// minimum) whose node actions all fire the instant a node counts as dead (cordon, and the
+/// out-of-service taint with the node assumed off at once), with a pod held Terminating (a
+/// finalizer of the test's, due for a force delete) and a running pod on the node, and the
+/// operator watching before the first flap.
+///
+/// Each dead phase kills the node (kwok stops its Lease and its status) and sets its Ready
+/// condition to Unknown as kube-controller-manager would, since with its 50 s grace period a node
+/// dead for 8 s never turns Unknown on its own. Ten flaps revive it through kwok, which renews
+/// its Lease at once: the Lease alone then keeps the node alive (never 40 s old), so six more
+/// flaps keep kwok off and post `Ready=True` in the test's name: the Lease goes stale, and only
+/// `notReadyFor` restarting at every flap stands between the node and a death (an operator that
+/// summed the not-Ready stretches would act on the third of them).
+///
+/// Throughout (every 250 ms) and afterwards: no write of the operator to the Node and no DELETE
+/// of either pod (audit log), no cordon, no out-of-service taint, no `remediator.io/node-actions`
+/// record, no node-action Event and no status entry for the node. Then the control: the node,
+/// left silent, is cordoned and tainted and its held pod released (its removable finalizer
+/// removed, then the pod force-deleted) once it counts as dead
+/// (Ready not True for 20 s after kube-controller-manager marks it Unknown, Lease 40 s old), not
+/// before, so the harness and the policy do act.
+async fn a_flapping_node_gets_no_action(cluster: &Cluster, env: &TestEnv) -> Result<()> {
+    let node = env.add_node("flapper").await?;
+    env.create_bound_pod("running", &node).await?;
+    env.wait_pods_ready("app=running", 1).await?;
+    let held = held_terminating_pod(env, "held", &node).await?;
+    let held_uid = uid(&held);
+    env.create_policy(json!({
+        "mode": "Enforce",
+        "nodeSelector": { "matchLabels": { ZONE_LABEL: env.zone } },
+        "deadNode": {
+            "notReadyFor": format!("{FLAP_NOT_READY_FOR}s"),
+            "leaseStaleFor": format!("{LEASE_STALE_FOR}s"),
+        },
+        "stuckTerminating": { "delayAfterGrace": "0s" },
+        "safety": { "maxUnhealthyNodes": 3 },
+        "nodeActions": {
+            "cordonAfter": "0s",
+            "outOfServiceTaintAfter": "0s",
+            "assumeOffAfter": "0s",
+        },
+        // A finalizer holds the pod: only a removable one lets the operator release it, removed
+        // first, then the pod force-deleted. Not while the node is alive: liveNodeStuck (which
+        // would remove it from a pod stuck on a live node) is off, this test is about deaths.
+        "finalizers": { "removable": [HOLD], "removeAfter": "0s" },
+        "liveNodeStuck": { "enabled": false },
+    }))
+    .await?;
+    let mut op = start_operator(cluster, env).await?;
+    renewed_since(env, &node, Timestamp::now()).await?;
+
+    let kwok_log = std::sync::Mutex::new(FlapLog::default());
+    let flapping = Instant::now();
+    flap(cluster, env, &node, FLAPS, Revival::Kwok, &kwok_log).await?;
+    let flapped_for = flapping.elapsed();
+    let silent_log = std::sync::Mutex::new(FlapLog::default());
+    let (silent, silent_from) = (Instant::now(), Timestamp::now());
+    flap(cluster, env, &node, SILENT_FLAPS, Revival::StatusOnly, &silent_log).await?;
+    let silent_for = silent.elapsed();
+
+    let kwok_log = kwok_log.into_inner().unwrap_or_else(|e| e.into_inner());
+    let silent_log = silent_log.into_inner().unwrap_or_else(|e| e.into_inner());
+    // The silent flaps were: no renewal after the first kill (but one in flight), and the Lease
+    // stale (40 s) for two flaps or more.
+    let last_renewal = silent_log
+        .renewals
+        .last()
+        .or(kwok_log.renewals.last())
+        .copied()
+        .context("no Lease renewal seen")?;
+    ensure!(
+        last_renewal <= silent_from + TOLERANCE,
+        "the Lease was renewed at {last_renewal}, during the silent flaps (from {silent_from})"
+    );
+    let stale_for = Timestamp::now().duration_since(last_renewal) - secs(LEASE_STALE_FOR);
+    ensure!(
+        stale_for >= SignedDuration::try_from(FLAP_PHASE * 4)?,
+        "the Lease was stale for only {stale_for:?} of the silent flaps"
+    );
+
+    flapper_untouched(cluster, env, &node).await?;
+    let held_now = env.pods().get_opt("held").await?;
+    ensure!(held_now.as_ref().map(uid) == Some(held_uid.clone()), "the held pod is gone");
+    ensure!(env.pods().get_opt("running").await?.is_some(), "the running pod is gone");
+    let status = env.policies().get(&env.name).await?.status.unwrap_or_default();
+    let entries: Vec<_> = status.recent_actions.iter().filter(|a| a.node == node).collect();
+    ensure!(entries.is_empty(), "the policy status records actions on {node}: {entries:?}");
+    if let Some(exit) = op.exited()? {
+        anyhow::bail!("the operator exited ({exit}) while the node flapped");
+    }
+    eprintln!(
+        "[{}] {FLAPS} flaps through kwok in {:.0}s: Ready not True at most {:.1}s per dead phase, \
+         Ready=True at most {:.1}s after a revive, {} Lease renewals at most {:.1}s apart; \
+         {SILENT_FLAPS} flaps with the Lease silent in {:.0}s (Ready not True at most {:.1}s), \
+         the Lease stale (40 s) for the last {:.0}s of them; no write, no Event, no status entry",
+        env.name,
+        flapped_for.as_secs_f64(),
+        kwok_log.longest_not_ready.as_secs_f64(),
+        kwok_log.slowest_revive.as_secs_f64(),
+        kwok_log.renewals.len(),
+        kwok_log.longest_lease_gap().as_secs_f64(),
+        silent_for.as_secs_f64(),
+        silent_log.longest_not_ready.as_secs_f64(),
+        stale_for.as_secs_f64(),
+    );
+
+    // The control: the node stays silent after its last Ready=True; kube-controller-manager
+    // marks it Unknown after its grace period.
+    let last_heartbeat = Timestamp::now() - SignedDuration::try_from(FLAP_PHASE)?;
+    let dead = dead_instant_with(env, &node, FLAP_NOT_READY_FOR).await?;
+    node_holds_until(env, &node, "no node action before the death", dead - TOLERANCE, |n| {
+        ensure!(!cordoned(n) && !out_of_service(n), "acted before the node counted as dead");
+        let writes = cluster.operator_node_writes(&node)?;
+        ensure!(writes.is_empty(), "the operator wrote to {node} early: {writes:?}");
+        Ok(())
+    })
+    .await?;
+    let (acted, seen) = wait_node(
+        env,
+        &node,
+        "our cordon and out-of-service taint",
+        until(dead) + ACT_WITHIN,
+        |n| cordoned(n) && out_of_service(n),
+    )
+    .await?;
+    check_record(env, &acted, &["cordoned", "tainted"])?;
+    let writes = cluster.operator_node_writes(&node)?;
+    let first = writes.first().and_then(|w| w.received).context("no timed write")?;
+    ensure!(first >= dead - TOLERANCE, "first write at {first}, before the death at {dead}");
+    let acted_at = write_before(&writes, "patch", seen)?;
+    // Its removable finalizer removed, the held pod goes: force-deleted by us or by PodGC
+    // (the out-of-service taint), whichever is first.
+    let deleted = wait_for("the operator's release of the held pod", ACT_WITHIN, || async {
+        let writes = cluster.audit_writes()?;
+        Ok(writes
+            .into_iter()
+            .filter(|e| e.user == OPERATOR_USER && e.resource == "pods")
+            .filter(|e| e.namespace.as_deref() == Some(env.namespace.as_str()))
+            .find(|e| e.name.as_deref() == Some("held"))
+            .and_then(|e| e.received))
+    })
+    .await?;
+    ensure!(deleted >= dead - TOLERANCE, "the held pod was released at {deleted}, before {dead}");
+    wait_for("the held pod to be gone", ACT_WITHIN, || async {
+        let now = env.pods().get_opt("held").await?;
+        Ok((now.as_ref().map(uid) != Some(held_uid.clone())).then_some(()))
+    })
+    .await?;
+    wait_node_event(env, &node, "Cordoned").await?;
+    eprintln!(
+        "[{}] left silent: dead {:.1}s after its last Ready=True; threshold -> cordon and taint \
+         {:.2}s, release of the held pod (its finalizer removed) {:.2}s",
+        env.name,
+        dead.duration_since(last_heartbeat).as_secs_f64(),
+        acted_at.duration_since(dead).as_secs_f64(),
+        deleted.duration_since(dead).as_secs_f64(),
+    );
+    // Leave nothing held and no dead node behind on the shared control plane.
+    release_hold(env, "held").await?;
+    env.revive_node(&node).await?;
     Ok(())
 }

@@ -16,6 +16,8 @@ pub fn trials() -> Vec<Trial> {
     vec![
         e2e!("oe-invalid-policy", invalid_policy_is_reported_and_others_are_served),
         e2e!("oe-missing-rbac", missing_permissions_fail_start_up_with_one_clear_error),
+        e2e!("oe-kubeconfig-env", kubeconfig_is_read_from_the_environment_as_kubectl_does),
+        e2e!("oe-deleted-policy-series", a_deleted_policys_series_leave_metrics),
     ]
 }
 
@@ -35,6 +37,13 @@ async fn invalid_policy_is_reported_and_others_are_served(env: &TestEnv) -> Resu
         json!({ "podSelector": { "matchExpressions": [{ "key": "app", "operator": "Foo" }] } }),
     )
     .await?;
+    // Nor label keys: this one would silently match no pod.
+    let bad_key = format!("{}-bad-key", env.name);
+    env.create_named_policy(
+        &bad_key,
+        json!({ "podSelector": { "matchLabels": { "bad key!": "x" } } }),
+    )
+    .await?;
     env.create_policy(json!({})).await?;
     let op = Operator::start(cluster, env).await?;
 
@@ -44,6 +53,15 @@ async fn invalid_policy_is_reported_and_others_are_served(env: &TestEnv) -> Resu
         })
         .await?;
     ensure!(reason.contains("Foo"), "the Invalid condition should name the bad operator: {reason}");
+    let reason = env
+        .wait_named_policy(&bad_key, "the Invalid condition", Duration::from_secs(20), |s| {
+            condition(s, "Invalid").filter(|c| c.status == "True").map(|c| c.message.clone())
+        })
+        .await?;
+    ensure!(
+        reason.contains("podSelector") && reason.contains("bad key!"),
+        "the Invalid condition should name the field and the key: {reason}"
+    );
     env.wait_policy("the valid policy to be Ready", Duration::from_secs(20), |s| {
         condition(s, "Ready").filter(|c| c.status == "True").map(|_| ())
     })
@@ -80,5 +98,81 @@ async fn missing_permissions_fail_start_up_with_one_clear_error(env: &TestEnv) -
         "expected one clear permission error, got:\n{stderr}"
     );
     ensure!(stderr.lines().filter(|l| l.starts_with("error:")).count() == 1, "{stderr}");
+    Ok(())
+}
+
+/// Runs `kube-remediator cluster-info` with `KUBECONFIG` set to `kubeconfig_env` and `HOME` a
+/// directory without `.kube`, outside any cluster: (success, stderr).
+async fn cluster_info_with(
+    kubeconfig_env: String,
+    home: std::path::PathBuf,
+) -> Result<(bool, String)> {
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(binary())
+            .arg("cluster-info")
+            .env("KUBECONFIG", kubeconfig_env)
+            .env("HOME", home)
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .env_remove("KUBERNETES_SERVICE_PORT")
+            .output()
+    })
+    .await??;
+    Ok((out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned()))
+}
+
+/// `KUBECONFIG` as kubectl reads it: a list of files (an empty entry ignored), and an empty
+/// value is as if unset, as some CI systems leave it. A list naming the test kubeconfig works;
+/// an empty one with no `~/.kube/config` and no cluster around fails with one clear error about
+/// the kubeconfig, not "a value is required for --kubeconfig", and no cause said twice.
+async fn kubeconfig_is_read_from_the_environment_as_kubectl_does(env: &TestEnv) -> Result<()> {
+    let cluster = shared_cluster().await?;
+    let home = cluster.dir.join(format!("{}-home", env.name));
+    std::fs::create_dir_all(&home)?;
+    let list = format!(":{}", cluster.kubeconfig.display());
+    let (ok, stderr) = cluster_info_with(list, home.clone()).await?;
+    ensure!(ok, "KUBECONFIG as a list did not work:\n{stderr}");
+
+    let (ok, stderr) = cluster_info_with(String::new(), home).await?;
+    ensure!(!ok, "no kubeconfig anywhere, yet cluster-info succeeded");
+    ensure!(!stderr.contains("a value is required"), "KUBECONFIG= read as a flag:\n{stderr}");
+    ensure!(
+        stderr.to_lowercase().contains("kubeconfig"),
+        "the error does not say what is missing:\n{stderr}"
+    );
+    let causes: Vec<&str> = stderr.lines().filter(|l| l.contains("caused by:")).collect();
+    let mut unique = causes.clone();
+    unique.dedup();
+    ensure!(unique.len() == causes.len(), "a cause said twice:\n{stderr}");
+    Ok(())
+}
+
+/// A deleted policy (no finalizer: the controller never reconciles it again) leaves `/metrics`
+/// within the sweep's 5 s, while the other policy's series stay.
+async fn a_deleted_policys_series_leave_metrics(env: &TestEnv) -> Result<()> {
+    let cluster = shared_cluster().await?;
+    let doomed = format!("{}-doomed", env.name);
+    env.create_named_policy(&doomed, json!({})).await?;
+    env.create_policy(json!({})).await?;
+    let op = Operator::start(cluster, env).await?;
+    let series = |text: &str, policy: &str| text.contains(&format!("policy=\"{policy}\""));
+    crate::support::wait_for("both policies' series", Duration::from_secs(20), || async {
+        let text = op.metrics().await?;
+        Ok((series(&text, &doomed) && series(&text, &env.name)).then_some(()))
+    })
+    .await?;
+    env.policies().delete(&doomed, &Default::default()).await?;
+    let deleted = std::time::Instant::now();
+    crate::support::wait_for(
+        "the deleted policy's series to go",
+        Duration::from_secs(15),
+        || async { Ok((!series(&op.metrics().await?, &doomed)).then_some(())) },
+    )
+    .await?;
+    ensure!(series(&op.metrics().await?, &env.name), "the other policy's series went too");
+    eprintln!(
+        "[{}] series gone {:.1}s after the deletion",
+        env.name,
+        deleted.elapsed().as_secs_f64()
+    );
     Ok(())
 }

@@ -341,6 +341,18 @@ fn bad_specs() -> Vec<BadSpec> {
             &["spec.safety.maxPodsPerOwnerPerMinute", "greater than or equal to 1"],
             true,
         ),
+        bad(
+            "cooldown-words",
+            json!({ "safety": { "cooldown": "1 minute" } }),
+            &["spec.safety.cooldown", "should match"],
+            true,
+        ),
+        bad(
+            "latch-string",
+            json!({ "safety": { "latch": "yes" } }),
+            &["spec.safety.latch", "must be of type boolean"],
+            true,
+        ),
     ]
 }
 
@@ -432,6 +444,8 @@ async fn api_server_fills_in_the_rust_defaults(env: &TestEnv) -> Result<()> {
         ("/safety/maxUnhealthyNodes", json!("30%")),
         ("/safety/rateLimit/actionsPerMinute", json!(10)),
         ("/safety/maxPodsPerOwnerPerMinute", json!(5)),
+        ("/safety/latch", json!(false)),
+        ("/safety/cooldown", json!("1m")),
     ];
     for (pointer, value) in checks {
         ensure!(

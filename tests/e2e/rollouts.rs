@@ -17,6 +17,8 @@ use serde_json::json;
 use crate::e2e;
 use crate::fixtures::deployment;
 use crate::support::env::{HOSTNAME_LABEL, ZONE_LABEL};
+use kube_remediator::core::rollouts::LIVE_FINISH_GRACE;
+
 use crate::support::operator::Operator;
 use crate::support::pki::OPERATOR_USER;
 use crate::support::{TestEnv, holds_for, shared_cluster, wait_for};
@@ -265,8 +267,19 @@ async fn pod_in_grace_on_a_live_node_is_left_alone(env: &TestEnv) -> Result<()> 
         },
     )
     .await?;
-    // Past it, the kubelet still does not finish: reported as stuck on a live node, and
-    // (this policy releasing only pods of dead nodes) still not deleted.
+    // A live kubelet gets LIVE_FINISH_GRACE (30 s) past the grace period to finish: not yet
+    // blocking. After it, the kubelet still does not finish: reported as stuck on a live node,
+    // and (this policy releasing only pods of dead nodes) still not deleted.
+    let finish_by = terminating + LIVE_FINISH_GRACE;
+    let wait = Duration::try_from(finish_by.duration_since(Timestamp::now())).unwrap_or_default();
+    holds_for("no report while the kubelet may still finish", wait, || async {
+        ensure!(
+            deployment_events(env, "RolloutBlocked").await?.is_empty(),
+            "reported as blocked before the kubelet's time to finish passed"
+        );
+        Ok(())
+    })
+    .await?;
     let note = wait_deployment_event(env, "RolloutBlocked", Duration::from_secs(10)).await?;
     ensure!(note.contains("node is Ready but the kubelet does not finish it"), "{note}");
     let p = env.pods().get_opt(&old_name).await?;

@@ -29,6 +29,7 @@ pub fn trials() -> Vec<Trial> {
         e2e!("st-node-returns", pods_of_a_node_that_returns_are_left_alone),
         e2e!("st-dry-run", dry_run_records_without_mutating_then_enforce_acts),
         e2e!("st-statefulset-fencing", statefulset_pod_needs_fencing_and_replacement_is_spared),
+        e2e!("st-inline-volume-fencing", a_pod_with_an_inline_block_device_needs_fencing),
         e2e!("st-scope", excluded_daemonset_and_unselected_pods_are_untouched),
         e2e!("st-circuit", circuit_breaker_blocks_deletions_when_too_many_nodes_die),
         e2e!("st-fresh-start-waits", a_fresh_operator_trusts_no_evidence_older_than_its_sync),
@@ -394,6 +395,48 @@ async fn statefulset_pod_needs_fencing_and_replacement_is_spared(env: &TestEnv) 
     Ok(())
 }
 
+/// A pod that mounts a block device only one node may write, named in the pod itself (an
+/// inline iSCSI volume, no claim), needs fencing like a ReadWriteOnce claim's: on its dead node
+/// it stays past its due instant (plan: NeedsFencing, ReadWriteOnce), and goes once the admin
+/// marks the node out of service.
+async fn a_pod_with_an_inline_block_device_needs_fencing(env: &TestEnv) -> Result<()> {
+    let cluster = shared_cluster().await?;
+    let victim = env.add_node("victim").await?;
+    env.create_policy(policy_spec("Enforce")).await?;
+    let _op = Operator::start(cluster, env).await?;
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": { "name": "block", "labels": { "app": "block" } },
+        "spec": {
+            "nodeName": victim,
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{ "name": "app", "image": "registry.invalid/app:v1" }],
+            "volumes": [{ "name": "data", "iscsi": {
+                "targetPortal": "192.0.2.10:3260", "iqn": "iqn.2026-01.io.example:data", "lun": 0,
+            } }],
+        },
+    }))?;
+    env.pods().create(&PostParams::default(), &pod).await?;
+    let pod = env.wait_pods_ready("app=block", 1).await?.remove(0);
+    let old_uid = uid(&pod);
+    env.kill_node(&victim).await?;
+    let terminating = wait_terminating(env, "block").await?;
+    let due = due_instant(env, &victim, &terminating).await?;
+    still_there_until(env, "block", &old_uid, due + SignedDuration::from_secs(5)).await?;
+    let plan: serde_json::Value = serde_json::from_str(&run_plan(env, true).await?)?;
+    let waiting = plan[0]["notActing"].as_array().cloned().unwrap_or_default();
+    let held = waiting.iter().find(|w| w["pod"] == "block").context("block not in the plan")?;
+    ensure!(held["code"] == "NeedsFencing", "block is not held for fencing: {held:#}");
+    let why = held.to_string();
+    ensure!(why.contains("ReadWriteOnce"), "not held as a single-writer volume: {why}");
+
+    let patch = json!({ "spec": { "taints": [
+        { "key": "node.kubernetes.io/out-of-service", "value": "nodeshutdown", "effect": "NoExecute" },
+    ]}});
+    env.nodes().patch(&victim, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    wait_gone(env, "block", &old_uid, Duration::from_secs(10)).await?;
+    Ok(())
+}
+
 async fn excluded_daemonset_and_unselected_pods_are_untouched(env: &TestEnv) -> Result<()> {
     let cluster = shared_cluster().await?;
     let victim = env.add_node("victim").await?;
@@ -461,12 +504,18 @@ async fn excluded_daemonset_and_unselected_pods_are_untouched(env: &TestEnv) -> 
     Ok(())
 }
 
+/// Invariant 3: with more of its nodes unhealthy than `maxUnhealthyNodes`, the policy deletes
+/// nothing and says why (CircuitOpen condition, Event, gauge). When one node comes back, the
+/// circuit cools down (`safety.cooldown`) before the other node's pod is released: not before
+/// the cool-down ends, and soon after.
 async fn circuit_breaker_blocks_deletions_when_too_many_nodes_die(env: &TestEnv) -> Result<()> {
+    const COOLDOWN: i64 = 10;
     let cluster = shared_cluster().await?;
     let a = env.add_node("a").await?;
     let b = env.add_node("b").await?;
     let mut spec = policy_spec("Enforce");
     spec["safety"]["maxUnhealthyNodes"] = json!(1);
+    spec["safety"]["cooldown"] = json!(format!("{COOLDOWN}s"));
     env.create_policy(spec).await?;
     let op = Operator::start(cluster, env).await?;
     let pods = env.pods();
@@ -502,10 +551,32 @@ async fn circuit_breaker_blocks_deletions_when_too_many_nodes_die(env: &TestEnv)
         env.events_about("RemediationPolicy", &env.name, "CircuitOpen").await?.len();
     ensure!(circuit_events >= 1, "no CircuitOpen Event on the policy");
 
-    // One node comes back: within the limit again, the other node's pod is released.
+    // One node comes back: within the limit again, the circuit cools down, then the other
+    // node's pod is released.
     env.revive_node(&a).await?;
     env.wait_node_ready(&a, "True").await?;
-    wait_gone(env, "on-b", &on_b_uid, Duration::from_secs(10)).await?;
+    let cooling_until = env
+        .wait_policy("the circuit to cool down", Duration::from_secs(15), |s| {
+            let c = s.circuit.as_ref()?;
+            (c.state == kube_remediator::crd::CircuitState::CoolingDown)
+                .then(|| c.until.as_ref().map(|t| t.0))?
+        })
+        .await?;
+    let cooling_since = cooling_until - SignedDuration::from_secs(COOLDOWN);
+    ensure!(
+        cooling_since <= Timestamp::now(),
+        "the cool-down starts in the future: until {cooling_until}"
+    );
+    still_there_until(env, "on-b", &on_b_uid, cooling_until).await?;
+    wait_gone(env, "on-b", &on_b_uid, until(cooling_until) + Duration::from_secs(10)).await?;
+    let gone_after = Timestamp::now().duration_since(cooling_until);
+    eprintln!(
+        "[st-circuit] released {:.1}s after the end of the {COOLDOWN}s cool-down",
+        gone_after.as_secs_f64()
+    );
+    let cooling_events =
+        env.events_about("RemediationPolicy", &env.name, "CircuitCoolingDown").await?.len();
+    ensure!(cooling_events >= 1, "no CircuitCoolingDown Event on the policy");
     ensure!(
         node_ready_status(&env.nodes().get(&b).await?).as_deref() == Some("Unknown"),
         "b came back?"

@@ -74,13 +74,19 @@ impl TestEnv {
     /// Creates a kwok-managed node `<test>-<suffix>` in this test's zone and waits until kwok
     /// has made it Ready. Returns its name.
     pub async fn add_node(&self, suffix: &str) -> Result<String> {
+        self.add_node_in_zone(suffix, &self.zone).await
+    }
+
+    /// Like [`TestEnv::add_node`], in the zone `zone` (a test that needs several zones names
+    /// them after itself, e.g. `zone-<test>-a`).
+    pub async fn add_node_in_zone(&self, suffix: &str, zone: &str) -> Result<String> {
         let name = format!("{}-{suffix}", self.name);
         let node: Node = serde_json::from_value(json!({
             "metadata": {
                 "name": name,
                 "labels": {
                     ALIVE_LABEL: "true",
-                    ZONE_LABEL: self.zone,
+                    ZONE_LABEL: zone,
                     HOSTNAME_LABEL: name,
                     TEST_LABEL: self.name,
                     "kubernetes.io/os": "linux",
@@ -167,15 +173,50 @@ impl TestEnv {
             .await
             .with_context(|| format!("creating node {name}"))?;
         let node_uid = created.metadata.uid.unwrap_or_default();
-        let (client, node_name, ready) = (self.client.clone(), name.clone(), kubelet.ready.clone());
-        let task = tokio::spawn(async move {
-            loop {
-                let _ = heartbeat(&client, &node_name, &node_uid, &kubelet).await;
-                tokio::time::sleep(Duration::from_secs(2)).await;
-            }
-        });
+        let ready = kubelet.ready.clone();
+        let beat = spawn_heartbeat(self.client.clone(), name.clone(), node_uid, kubelet);
         self.wait_node_ready(&name, &ready).await?;
-        Ok((name, Heartbeat(task)))
+        Ok((name, beat))
+    }
+
+    /// Heartbeats again (Ready=True, a renewed 10 s Lease every 2 s) a node this test plays the
+    /// kubelet of ([`TestEnv::add_live_node_without_kubelet`]) after it dropped the previous
+    /// [`Heartbeat`]: a kubelet that comes back. Statuses of its pods are not resent.
+    pub async fn heartbeat_again(&self, node: &str) -> Result<Heartbeat> {
+        let uid = self.nodes().get(node).await?.metadata.uid.unwrap_or_default();
+        let kubelet = TestKubelet {
+            ready: "True".into(),
+            skew: jiff::SignedDuration::ZERO,
+            lease_seconds: 10,
+            transition: None,
+        };
+        Ok(spawn_heartbeat(self.client.clone(), node.to_string(), uid, kubelet))
+    }
+
+    /// Writes the status of pod `name` (on a node this test plays the kubelet of) as a kubelet
+    /// would: Running, its one container `app` running and `containers_ready`, and the Ready
+    /// condition True when the containers are ready (else False, `ContainersNotReady`).
+    pub async fn write_pod_status(&self, name: &str, containers_ready: bool) -> Result<()> {
+        let now = jiff::Timestamp::now().to_string();
+        let ready = if containers_ready { "True" } else { "False" };
+        let reason = if containers_ready { None } else { Some("ContainersNotReady") };
+        let status = json!({ "status": {
+            "phase": "Running",
+            "conditions": [
+                { "type": "Ready", "status": ready, "reason": reason, "lastTransitionTime": now },
+                { "type": "ContainersReady", "status": ready, "reason": reason, "lastTransitionTime": now },
+            ],
+            "containerStatuses": [{
+                "name": "app", "image": "registry.invalid/app:v1", "imageID": "",
+                "ready": containers_ready, "restartCount": 0, "started": true,
+                "state": { "running": { "startedAt": now } },
+            }],
+        }});
+        self.pods()
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+            .await
+            .with_context(|| format!("writing the status of pod {name}"))?;
+        Ok(())
     }
 
     /// Creates a bare pod `name` bound to `node` (`spec.nodeName` set: no scheduler), labelled
@@ -435,6 +476,23 @@ struct TestKubelet {
     lease_seconds: u32,
     /// The Ready condition's `lastTransitionTime` (its clock), if it sets one.
     transition: Option<jiff::Timestamp>,
+}
+
+/// Heartbeats `node` as `kubelet` says every 2 s until the returned guard is dropped. Errors
+/// are ignored and a request that hangs (a stalled control plane) just delays the next beat, so
+/// the heartbeat outlives a stall like a real kubelet's.
+fn spawn_heartbeat(
+    client: kube::Client,
+    node: String,
+    uid: String,
+    kubelet: TestKubelet,
+) -> Heartbeat {
+    Heartbeat(tokio::spawn(async move {
+        loop {
+            let _ = heartbeat(&client, &node, &uid, &kubelet).await;
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+    }))
 }
 
 /// One heartbeat of a node without kubelet: its Ready condition and a renewed Lease, both

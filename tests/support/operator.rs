@@ -190,7 +190,9 @@ impl Drop for Operator {
 }
 
 /// The name (`<test>` or `<test>-<replica>`) and `run` arguments of a replica of `env`'s
-/// operator.
+/// operator. The cluster-wide storm guard is off (`--max-unhealthy-nodes-in-cluster=100%`)
+/// unless `extra` sets it: a shared control plane carries many tests' outages at once, and each
+/// test's operator sees every node. The guard's own tests (`st-cluster-storm`) set it.
 fn replica_args(env: &TestEnv, replica: &str, extra: &[&str]) -> (String, Vec<String>) {
     let name =
         if replica.is_empty() { env.name.clone() } else { format!("{}-{replica}", env.name) };
@@ -209,6 +211,10 @@ fn replica_args(env: &TestEnv, replica: &str, extra: &[&str]) -> (String, Vec<St
     ]
     .map(String::from)
     .to_vec();
+    const CLUSTER_LIMIT: &str = "--max-unhealthy-nodes-in-cluster";
+    if !extra.iter().any(|a| a.starts_with(CLUSTER_LIMIT)) {
+        args.push(format!("{CLUSTER_LIMIT}=100%"));
+    }
     args.extend(extra.iter().map(|a| a.to_string()));
     (name, args)
 }

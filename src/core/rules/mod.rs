@@ -6,20 +6,23 @@
 //! The candidates still have to pass the guards every destructive action shares
 //! ([`crate::core::guards`]); the plan spends those, oldest threshold first.
 
+pub mod live_node_stuck;
 pub mod node_actions;
 pub mod recreate_rollouts;
 pub mod release;
+pub mod stale_readiness;
 pub mod stuck_terminating;
 
 use std::collections::BTreeMap;
 
 use jiff::{SignedDuration, Timestamp};
 
-use self::release::{Gate, Release};
-use super::action::{Action, ForceDelete};
+use self::live_node_stuck::StuckPod;
+use self::release::{Gate, Release, selected_kind};
+use super::action::{Action, ForceDelete, RemoveFinalizers};
 use super::evidence::Suspension;
-use super::node::NodeSummary;
-use super::observed::{Observed, PodView};
+use super::node::{NodeState, NodeSummary};
+use super::observed::{NodeObservation, NodeView, Observed, PodView};
 use super::policy::ValidatedPolicy;
 use super::verdict::{NotEligible, PodDecision, Verdict};
 
@@ -47,6 +50,8 @@ pub struct Findings {
     pub candidates: Vec<Candidate>,
     /// The future instants at which a verdict changes by time alone.
     pub deadlines: Vec<Timestamp>,
+    /// Pods stuck Terminating on live nodes (liveNodeStuck), for the reports.
+    pub stuck: Vec<StuckPod>,
 }
 
 /// Applies the rules to every Terminating pod of `observed` on one of the in-scope `nodes`.
@@ -57,6 +62,8 @@ pub fn release_terminating_pods(
     now: Timestamp,
 ) -> Findings {
     let mut found = Findings::default();
+    let views: BTreeMap<&str, &NodeView> =
+        observed.nodes.iter().map(|n| (n.observation.name.as_str(), n)).collect();
     for pod in &observed.pods {
         let (Some(deleted_at), Some(node_name)) =
             (pod.deletion_timestamp, pod.node_name.as_deref())
@@ -66,13 +73,16 @@ pub fn release_terminating_pods(
         let Some(node) = nodes.get(node_name) else {
             continue;
         };
-        let verdict = match pod_gate(pod, node, observed, policy, deleted_at, now) {
+        let observation = views.get(node_name).map(|v| &v.observation);
+        let (gate, stuck) = pod_gate(pod, node, observation, observed, policy, deleted_at, now);
+        found.stuck.extend(stuck);
+        let action = match gate {
             Gate::Blocked(reason, deadline) => {
                 found.deadlines.extend(deadline.filter(|t| *t > now));
-                Verdict::NotEligible(reason)
+                Err(reason)
             }
-            Gate::Ready { threshold, reason, fencing_required } => {
-                let action = Action::ForceDelete(ForceDelete {
+            Gate::Ready { threshold, reason, fencing_required, live_node } => {
+                Ok(Action::ForceDelete(ForceDelete {
                     namespace: pod.namespace.clone(),
                     name: pod.name.clone(),
                     uid: pod.uid.clone(),
@@ -83,10 +93,35 @@ pub fn release_terminating_pods(
                     blocks_rollout: pod.blocks_rollout.clone(),
                     lease_renewed: node.lease_renewed,
                     fencing_required,
-                });
+                    live_node,
+                }))
+            }
+            Gate::RemoveFinalizers { threshold, reason, remove, current } => {
+                let removal = RemoveFinalizers {
+                    namespace: pod.namespace.clone(),
+                    name: pod.name.clone(),
+                    uid: pod.uid.clone(),
+                    node: node_name.to_string(),
+                    owner: pod.owner_key(),
+                    reason,
+                    threshold,
+                    remove,
+                    current,
+                };
+                // Done (or recorded in DryRun) once per pod, not at every reconcile.
+                if observed.acted_pods.contains(&removal.acted_key()) {
+                    Err(NotEligible::AlreadyActed)
+                } else {
+                    Ok(Action::RemoveFinalizers(removal))
+                }
+            }
+        };
+        let verdict = match action {
+            Ok(action) => {
                 found.candidates.push(Candidate { decision: Some(found.decisions.len()), action });
                 Verdict::Eligible
             }
+            Err(reason) => Verdict::NotEligible(reason),
         };
         found.decisions.push(PodDecision {
             namespace: pod.namespace.clone(),
@@ -100,9 +135,31 @@ pub fn release_terminating_pods(
     found
 }
 
-/// One pod through the rules: trusted evidence first, then the rules that apply, then the shared
-/// release gates.
+/// One pod through the rules: trusted evidence first; on a live node, liveNodeStuck; otherwise
+/// the rules that release pods from dead nodes, then the shared release gates. Also the stuck
+/// pod to report, if it is one.
 fn pod_gate(
+    pod: &PodView,
+    node: &NodeSummary,
+    observation: Option<&NodeObservation>,
+    observed: &Observed,
+    policy: &ValidatedPolicy,
+    deleted_at: Timestamp,
+    now: Timestamp,
+) -> (Gate, Option<StuckPod>) {
+    if let (NodeState::Healthy, Some(rule), Some(observation), Some(_)) =
+        (node.state, policy.live_node_stuck, observation, observed.watch_synced_at)
+    {
+        return match selected_kind(pod, node, observed, policy) {
+            Ok(_) => live_node_stuck::gate(pod, node, observation, policy, rule, deleted_at, now),
+            Err(reason) => (Gate::Blocked(reason, None), None),
+        };
+    }
+    (dead_node_gate(pod, node, observed, policy, deleted_at, now), None)
+}
+
+/// A pod through the rules that release pods from dead nodes.
+fn dead_node_gate(
     pod: &PodView,
     node: &NodeSummary,
     observed: &Observed,

@@ -222,6 +222,7 @@ mod tests {
                 not_ready_from_stamp: false,
                 unschedulable: false,
                 taints: vec![],
+                volumes_in_use: vec![],
             },
             labels: BTreeMap::new(),
             excluded: false,

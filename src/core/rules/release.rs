@@ -6,6 +6,7 @@
 
 use jiff::{SignedDuration, Timestamp};
 
+use super::live_node_stuck::finalizer_gate;
 use crate::core::duration::{add, format_duration};
 use crate::core::node::{NodeState, NodeSummary};
 use crate::core::observed::{Observed, PodView};
@@ -27,10 +28,20 @@ pub struct Release {
 pub enum Gate {
     /// Not eligible, and the instant at which the pod would pass its per-pod gates by time alone.
     Blocked(NotEligible, Option<Timestamp>),
+    /// Force delete it.
     Ready {
         threshold: Timestamp,
         reason: String,
         fencing_required: Option<FencingRequirement>,
+        /// On a live node (liveNodeStuck), not a dead one.
+        live_node: bool,
+    },
+    /// Remove the allowlisted finalizers `remove` that hold it (`current`: all of them).
+    RemoveFinalizers {
+        threshold: Timestamp,
+        reason: String,
+        remove: Vec<String>,
+        current: Vec<String>,
     },
 }
 
@@ -66,16 +77,19 @@ pub fn gate(
     if now < due {
         return Gate::Blocked(NotEligible::WithinDelay { until: due }, Some(due));
     }
-    Gate::Ready {
-        threshold: node.dead_at.map_or(due, |t| t.max(due)),
-        reason: reason(pod, node, requirement, release, deleted_at, due),
-        fencing_required: requirement,
+    let threshold = node.dead_at.map_or(due, |t| t.max(due));
+    let reason = reason(pod, node, requirement, release, deleted_at, due);
+    // A finalizer keeps the pod whatever the delete: release it only by removing allowlisted
+    // finalizers (the force delete comes next, once none is left).
+    if !pod.finalizers.is_empty() {
+        return finalizer_gate(&pod.finalizers, policy, threshold, now, || reason);
     }
+    Gate::Ready { threshold, reason, fencing_required: requirement, live_node: false }
 }
 
 /// The gates that time cannot change: exclusions, owner kind, selectors, acted pods. `Ok` is the
 /// pod's owner kind.
-fn selected_kind(
+pub fn selected_kind(
     pod: &PodView,
     node: &NodeSummary,
     observed: &Observed,

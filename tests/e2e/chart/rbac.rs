@@ -69,9 +69,20 @@ const NEEDED: &[Need] = &[
         group: "",
         resource: "pods",
         names: &[],
-        verbs: &["get", "list", "watch", "delete"],
+        verbs: &["get", "list", "watch", "delete", "patch"],
         why: "the pod watch; the writer re-reads the pod, then deletes it with grace 0 and a UID \
-              precondition",
+              precondition, or removes allowlisted finalizers with a JSON patch that tests the \
+              UID (writer/finalizers.rs)",
+    },
+    Need {
+        when: None,
+        scope: Scope::Cluster,
+        group: "",
+        resource: "pods/eviction",
+        names: &[],
+        verbs: &["create"],
+        why: "staleReadiness with action Evict evicts pods left Ready=False through the Eviction \
+              API, so PodDisruptionBudgets hold (writer/evict.rs)",
     },
     Need {
         when: None,
@@ -154,6 +165,16 @@ const NEEDED: &[Need] = &[
         names: &[],
         verbs: &["create", "patch"],
         why: "kube's events::Recorder: create, then patch a repeated Event into a series",
+    },
+    Need {
+        when: None,
+        scope: Scope::Cluster,
+        group: "",
+        resource: "events",
+        names: &[],
+        verbs: &["list"],
+        why: "the kubelet's Warning Events about a pod stuck on a live node, listed by its UID, \
+              quoted in the report and by explain (adapters::kubelet_warnings)",
     },
     Need {
         when: None,
@@ -244,11 +265,9 @@ pub(super) fn refused() -> Vec<Grant> {
         g(Cluster, "", "nodes", "", "patch"),
         g(Cluster, "", "nodes", "", "update"),
         g(Cluster, "", "nodes/status", "", "patch"),
-        // Pods: read and force-delete only.
+        // Pods: read, force-delete and remove allowlisted finalizers only.
         g(Cluster, "", "pods", "", "create"),
-        g(Cluster, "", "pods", "", "patch"),
         g(Cluster, "", "pods", "", "update"),
-        g(Cluster, "", "pods/eviction", "", "create"),
         g(Cluster, "", "pods/exec", "", "create"),
         // Policies are the users' to write; the operator writes only their status.
         g(Cluster, "remediator.io", "remediationpolicies", "", "create"),

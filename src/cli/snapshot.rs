@@ -1,0 +1,175 @@
+//! One read-only look at the cluster for the one-shot commands (`plan`, `explain`): every
+//! policy and every watched kind listed once, the kubelet Leases watched for a short while
+//! (`--observe`), and each policy's plan made by the same planner as the operator's.
+//!
+//! What a one-shot listing cannot know: the running operator times every piece of evidence by
+//! its own clock, from when it saw it change. A snapshot sees a Lease change only during
+//! `--observe` (longer than a kubelet's 10 s renewal period by default, so a live kubelet shows
+//! itself); evidence older than that it can only date by the timestamps in the objects, written
+//! by the nodes' own clocks. [`Snapshot::note`] says so.
+
+use futures::StreamExt;
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::ResourceExt;
+use kube::api::{Api, ListParams, WatchEvent, WatchParams};
+
+use super::StormArgs;
+use crate::adapters::{NODE_LEASE_NAMESPACE, rearm_token};
+use crate::controllers::kinds::WATCHED;
+use crate::controllers::memory::PolicyMemory;
+use crate::controllers::state::{ClusterState, WatchedKind};
+use crate::core::{Observed, Plan, StormInput, circuit_memory, plan, validate};
+use crate::crd::{Mode, RemediationPolicy};
+use crate::{Error, Result};
+
+/// One policy's result.
+pub struct PolicyPlan {
+    pub policy: RemediationPolicy,
+    /// The plan, or why the spec is invalid.
+    pub outcome: std::result::Result<Plan, String>,
+}
+
+/// The cluster as seen once, and every policy's plan at `now`.
+pub struct Snapshot {
+    pub plans: Vec<PolicyPlan>,
+    pub state: ClusterState,
+    /// The planner's input, before any policy's history is added.
+    pub observed: Observed,
+    pub now: Timestamp,
+    /// What the look could and could not see, said plainly.
+    pub note: String,
+}
+
+/// Lists the policies (those matching `policy_selector`) and every watched kind, watches the
+/// Leases for `observe`, and plans every policy.
+pub async fn take(
+    client: &kube::Client,
+    policy_selector: Option<&str>,
+    observe: SignedDuration,
+    storm: StormArgs,
+) -> Result<Snapshot> {
+    let mut lp = ListParams::default();
+    if let Some(selector) = policy_selector {
+        lp = lp.labels(selector);
+    }
+    let policies = match Api::<RemediationPolicy>::all(client.clone()).list(&lp).await {
+        Ok(list) => list.items,
+        Err(kube::Error::Api(s)) if s.code == 404 => return Err(Error::CrdMissing),
+        Err(source) => return Err(Error::List { kind: "remediationpolicies", source }),
+    };
+
+    let now = crate::clock::now();
+    let mut state = ClusterState::new();
+    let mut lease_version = String::new();
+    for kind in WATCHED {
+        let resource = kind.kind().as_str();
+        let version = kind
+            .load(client.clone(), &mut state, now)
+            .await
+            .map_err(|source| Error::List { kind: resource, source })?;
+        if kind.kind() == WatchedKind::Lease {
+            lease_version = version;
+        }
+    }
+    let leases = Api::<Lease>::namespaced(client.clone(), NODE_LEASE_NAMESPACE);
+    let listed_at = now;
+    observe_renewals(&mut state, &leases, &lease_version, observe).await?;
+    let now = crate::clock::now();
+    let observed = one_shot_observed(&state, listed_at, now);
+
+    let mut plans = Vec::new();
+    for policy in policies {
+        let outcome = validate(&policy.spec).map_err(|e| e.reason).map(|validated| {
+            // The same history the operator starts from: the policy's recorded actions. In
+            // DryRun a pod already recorded is still shown as what the policy would do: the
+            // audit reader wants every would-be action, not only the ones not reported yet.
+            let (recent_actions, mut acted_pods) =
+                PolicyMemory::default().history(validated.mode, policy.status.as_ref(), now);
+            if validated.mode == Mode::DryRun {
+                acted_pods.clear();
+            }
+            let storm = StormInput {
+                cluster_limit: Some(storm.max_unhealthy_nodes_in_cluster),
+                previous: circuit_memory(policy.status.as_ref()),
+                rearm_token: rearm_token(&policy),
+            };
+            let observed = Observed { recent_actions, acted_pods, storm, ..observed.clone() };
+            plan(&observed, &validated, now)
+        });
+        plans.push(PolicyPlan { policy, outcome });
+    }
+    Ok(Snapshot { plans, state, observed, now, note: evidence_note(observe) })
+}
+
+fn renew_time(lease: &Lease) -> Option<Timestamp> {
+    lease.spec.as_ref().and_then(|s| s.renew_time.as_ref()).map(|t| t.0)
+}
+
+/// Watches the Leases from the listed version for `observe`: each renewal arriving is seen,
+/// by our clock, when it arrives.
+async fn observe_renewals(
+    state: &mut ClusterState,
+    leases: &Api<Lease>,
+    version: &str,
+    observe: SignedDuration,
+) -> Result<()> {
+    let Ok(observe) = std::time::Duration::try_from(observe) else { return Ok(()) };
+    if observe.is_zero() {
+        return Ok(());
+    }
+    let watch_error = |source| Error::List { kind: "leases", source };
+    let params =
+        WatchParams::default().timeout(u32::try_from(observe.as_secs() + 1).unwrap_or(300));
+    let stream = leases.watch(&params, version).await.map_err(watch_error)?;
+    let mut stream = std::pin::pin!(stream);
+    let deadline = tokio::time::Instant::now() + observe;
+    while let Ok(next) = tokio::time::timeout_at(deadline, stream.next()).await {
+        match next {
+            Some(Ok(WatchEvent::Added(l) | WatchEvent::Modified(l))) => {
+                state.apply_lease(&l.name_any(), renew_time(&l), crate::clock::now());
+            }
+            Some(Ok(_)) => {}
+            // An expired version or a broken stream: plan with what was seen so far.
+            Some(Err(_)) | None => break,
+        }
+    }
+    Ok(())
+}
+
+/// The planner's input for a one-shot run. Evidence seen changing during the observation is
+/// timed by our clock; older evidence can only be dated by the timestamps in the objects (the
+/// nodes' and the node controller's clocks), never later than the listing.
+fn one_shot_observed(state: &ClusterState, listed_at: Timestamp, now: Timestamp) -> Observed {
+    let mut observed = state.observe(now, Vec::new(), Default::default());
+    for node in &mut observed.nodes {
+        let obs = &mut node.observation;
+        if obs.lease_seen.is_some_and(|seen| seen <= listed_at) {
+            obs.lease_seen = obs.lease_renewed.map(|t| t.min(listed_at));
+            obs.seen_from_stamps = true;
+        }
+        if obs.not_ready_seen.is_some_and(|seen| seen <= listed_at)
+            && let Some(transition) = obs.ready_transition
+        {
+            obs.not_ready_seen = Some(transition.min(listed_at));
+            obs.not_ready_from_stamp = true;
+        }
+    }
+    observed.watch_synced_at = Some(Timestamp::MIN);
+    observed.suspended = None;
+    observed
+}
+
+/// What this run could and could not see, said plainly.
+fn evidence_note(observe: SignedDuration) -> String {
+    format!(
+        "Evidence: kubelet Leases watched for {}; a renewal seen meanwhile is timed by this \
+         machine's clock. Older evidence is dated by the timestamps in the objects (the nodes' \
+         own clocks), which the running operator never does: it times everything from when it \
+         saw it change, and trusts nothing older than its own start. Rate limits and pods already \
+         force-deleted (Enforce) come from each policy's status.recentActions (its last 20 \
+         records), where the operator remembers every action since it started; in DryRun every \
+         would-be action is shown, also those already recorded.",
+        crate::core::format_duration(observe)
+    )
+}

@@ -1,0 +1,186 @@
+//! `staleReadiness` (field incident 2, kubernetes/kubernetes#80968): a running pod whose Ready
+//! condition is False while every container reports ready, on a node that has been Ready again
+//! for `nodeReadyFor` by our own clock. The node lifecycle controller marked it not Ready when
+//! the node went Unknown, and a kubelet that came back without resending its status leaves it
+//! so: out of its Services' endpoints for good. Reported always; evicted (Eviction API, so
+//! PodDisruptionBudgets hold) only with `action: Evict`, and only when a controller will
+//! replace it. A pod whose own containers are not ready (a failing readiness probe) is never
+//! one of these: the adapter keeps only pods whose every container is ready.
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+
+use super::release::selected_kind;
+use crate::core::action::{Action, Evict};
+use crate::core::duration::{add, format_duration};
+use crate::core::node::{NodeState, NodeSummary};
+use crate::core::observed::{NodeView, Observed, OwnerKey};
+use crate::core::policy::ValidatedPolicy;
+use crate::crd::OwnerKind;
+
+/// A pod left Ready=False after a node blip, for the reports.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StalePod {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub node: String,
+    pub owner: Option<OwnerKey>,
+    /// When its Ready condition went False, as written in it.
+    pub ready_false_since: Timestamp,
+    /// When it was found: its node Ready again for `nodeReadyFor`.
+    pub found: Timestamp,
+    /// What the policy does about it.
+    pub note: String,
+}
+
+/// What the rule found at one instant.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StaleFindings {
+    pub stale: Vec<StalePod>,
+    /// Evictions, waiting for the guards.
+    pub candidates: Vec<Action>,
+    /// When a pod becomes stale by time alone (its node Ready for long enough).
+    pub deadlines: Vec<Timestamp>,
+}
+
+/// Every stale pod on the in-scope, Ready `nodes`.
+pub fn stale_pods(
+    observed: &Observed,
+    nodes: &BTreeMap<&str, NodeSummary>,
+    policy: &ValidatedPolicy,
+    now: Timestamp,
+) -> StaleFindings {
+    let mut found = StaleFindings::default();
+    let (Some(rule), Some(synced_at)) = (policy.stale_readiness, observed.watch_synced_at) else {
+        return found;
+    };
+    let views: BTreeMap<&str, &NodeView> =
+        observed.nodes.iter().map(|n| (n.observation.name.as_str(), n)).collect();
+    for pod in &observed.pods {
+        let (Some(since), None, Some(node_name)) =
+            (pod.stale_ready_since, pod.deletion_timestamp, pod.node_name.as_deref())
+        else {
+            continue;
+        };
+        let (Some(node), Some(view)) = (nodes.get(node_name), views.get(node_name)) else {
+            continue;
+        };
+        if node.state != NodeState::Healthy {
+            continue;
+        }
+        let Ok(kind) = selected_kind(pod, node, observed, policy) else { continue };
+        // Ready again since we saw it so, and never earlier than the evidence window.
+        let ready_since = view.control.ready_seen.map_or(synced_at, |t| t.max(synced_at));
+        let due = add(ready_since, rule.node_ready_for);
+        if now < due {
+            found.deadlines.push(due);
+            continue;
+        }
+        let why = format!(
+            "Ready=False since {since} while every container is ready, on node {node_name} Ready \
+             again for {} (staleReadiness.nodeReadyFor {}): left by a node blip",
+            format_duration(now.duration_since(ready_since)),
+            format_duration(rule.node_ready_for)
+        );
+        let note = match (rule.evict, kind) {
+            (false, _) => "reported only (staleReadiness.action is Report)".to_string(),
+            (true, OwnerKind::Bare) => "not evicted: no controller would replace it".to_string(),
+            (true, _) => {
+                found.candidates.push(Action::Evict(Evict {
+                    namespace: pod.namespace.clone(),
+                    name: pod.name.clone(),
+                    uid: pod.uid.clone(),
+                    node: node_name.to_string(),
+                    owner: pod.owner_key(),
+                    reason: why.clone(),
+                    threshold: due,
+                }));
+                "evicted through the Eviction API (PodDisruptionBudgets hold)".to_string()
+            }
+        };
+        found.stale.push(StalePod {
+            namespace: pod.namespace.clone(),
+            name: pod.name.clone(),
+            uid: pod.uid.clone(),
+            node: node_name.to_string(),
+            owner: pod.owner_key(),
+            ready_false_since: since,
+            found: due,
+            note: format!("{why}; {note}"),
+        });
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use jiff::SignedDuration;
+
+    use super::*;
+    use crate::core::observed::fixtures;
+    use crate::crd::{RemediationPolicySpec, StaleReadinessAction};
+
+    fn t(s: i64) -> Timestamp {
+        add("2026-01-01T00:10:00Z".parse().expect("ts"), SignedDuration::from_secs(s))
+    }
+
+    fn summary(state: NodeState) -> NodeSummary {
+        NodeSummary {
+            name: "n1".into(),
+            state,
+            excluded: false,
+            deleted: false,
+            fenced_by: None,
+            dead_at: None,
+            why: String::new(),
+            lease_renewed: None,
+            held_alive: None,
+        }
+    }
+
+    #[test]
+    fn found_after_the_node_is_ready_long_enough_and_evicted_only_with_a_controller() {
+        // (case, evict, node state, node ready seen, owner, now, want found, want eviction, want deadline)
+        type Row = (&'static str, bool, NodeState, i64, bool, i64, bool, bool, Option<i64>);
+        #[rustfmt::skip]
+        let rows: [Row; 6] = [
+            ("node Ready 30 s of 60", true, NodeState::Healthy, 0, true, 30, false, false, Some(60)),
+            ("node Ready 60 s: evicted", true, NodeState::Healthy, 0, true, 60, true, true, None),
+            ("Report only", false, NodeState::Healthy, 0, true, 60, true, false, None),
+            ("bare pod: reported, never evicted", true, NodeState::Healthy, 0, false, 60, true, false, None),
+            ("node not Ready: not this rule", true, NodeState::Unhealthy, 0, true, 600, false, false, None),
+            ("ready seen before the window: counted from the window", true, NodeState::Healthy, -500, true, 60, true, true, None),
+        ];
+        for (case, evict, state, ready_seen, owned, now, want_found, want_evict, want_deadline) in
+            rows
+        {
+            let mut spec = RemediationPolicySpec::default();
+            spec.stale_readiness.action =
+                if evict { StaleReadinessAction::Evict } else { StaleReadinessAction::Report };
+            spec.stale_readiness.node_ready_for = "60s".into();
+            let policy = crate::core::validate(&spec).expect("valid test policy");
+            let mut pod = fixtures::pod("p", "n1");
+            pod.deletion_timestamp = None;
+            pod.stale_ready_since = Some(t(-100));
+            if !owned {
+                pod.owner = None;
+            }
+            let mut node = NodeView::deleted_unknown("n1");
+            node.deleted = false;
+            node.control.ready_seen = Some(t(ready_seen));
+            let observed = Observed {
+                nodes: vec![node],
+                pods: vec![pod],
+                watch_synced_at: Some(t(0)),
+                ..Default::default()
+            };
+            let nodes = BTreeMap::from([("n1", summary(state))]);
+            let found = stale_pods(&observed, &nodes, &policy, t(now));
+            assert_eq!(!found.stale.is_empty(), want_found, "{case}");
+            assert_eq!(!found.candidates.is_empty(), want_evict, "{case}");
+            assert_eq!(found.deadlines.first().copied(), want_deadline.map(t), "{case}");
+        }
+    }
+}

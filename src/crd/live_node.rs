@@ -1,0 +1,119 @@
+//! The spec of incident 3 (pods stuck Terminating on a live node) and of finalizers, which hold a
+//! pod on any node: diagnosed and reported always, released only where a policy opts in.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::DURATION_PATTERN;
+
+/// Pods stuck Terminating on a live node: Ready, its kubelet renewing its Lease, and yet the pod
+/// is still there after its grace period. The cause is diagnosed from what the API shows, most
+/// specific first (finalizers left, containers still running, or every container stopped but
+/// the kubelet not finishing: a volume unmount or cgroup clean-up), and reported: a Warning Event
+/// on the pod when the cause is found or changes, the gauge kube_remediator_live_node_stuck_pods,
+/// status.stuckOnLiveNodes and `kube-remediator plan`. Nothing is released unless
+/// forceDeleteAfter (or finalizers.removable) says so.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "!has(self.forceDeleteAfter) || duration(self.forceDeleteAfter) >= duration(self.delayAfterGrace)",
+    "message": "forceDeleteAfter must be at least delayAfterGrace: a pod is released only after it is reported stuck"
+}]))]
+pub struct LiveNodeStuckSpec {
+    /// Whether this rule runs (diagnose and report). Default true.
+    pub enabled: bool,
+
+    /// How long after its deletionTimestamp (deletion plus grace period) a pod on a live node
+    /// counts as stuck and is reported. Go duration. Default "2m".
+    #[schemars(length(max = 32), pattern(DURATION_PATTERN))]
+    pub delay_after_grace: String,
+
+    /// Opt-in: force delete (grace period 0, UID precondition) a pod stuck on a live node this
+    /// long after its deletionTimestamp, when no finalizer holds it (a finalizer would keep the
+    /// pod whatever the delete). The kubelet then stops whatever it still runs. Go duration, at
+    /// least delayAfterGrace. Unset (default): never.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 32), pattern(DURATION_PATTERN))]
+    pub force_delete_after: Option<String>,
+}
+
+impl Default for LiveNodeStuckSpec {
+    fn default() -> Self {
+        LiveNodeStuckSpec {
+            enabled: true,
+            delay_after_grace: "2m".into(),
+            force_delete_after: None,
+        }
+    }
+}
+
+/// Finalizers that may be removed from a Terminating pod they hold. A pod a finalizer holds is
+/// never force-deleted (the delete would not remove it, and would be recorded as done although
+/// the pod stays); it is reported as held by that finalizer, on a live node or a dead one.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+pub struct FinalizersSpec {
+    /// Exact finalizer names kube-remediator may remove (a JSON patch that first checks the
+    /// pod's UID and its current finalizers). Only these are removed; a pod also held by any
+    /// other finalizer is left alone and reported. Empty (default): none is ever removed.
+    #[schemars(length(max = 16), extend("x-kubernetes-list-type" = "set"))]
+    pub removable: Vec<String>,
+
+    /// On a live node: how long after its deletionTimestamp the removable finalizers are
+    /// removed from a stuck pod. On a dead node they are removed when the pod would be released
+    /// (dead node, fencing, stuckTerminating's delay), and the pod is force-deleted next.
+    /// Go duration. Default "5m".
+    #[schemars(length(max = 32), pattern(DURATION_PATTERN))]
+    pub remove_after: String,
+}
+
+impl Default for FinalizersSpec {
+    fn default() -> Self {
+        FinalizersSpec { removable: Vec::new(), remove_after: "5m".into() }
+    }
+}
+
+/// Pods left Ready=False after a node blip (field incident 2; kubernetes/kubernetes#80968): when
+/// a node goes Unknown, the node lifecycle controller marks its pods not Ready, and a kubelet that
+/// comes back without resending their status leaves them so: every container reports ready, yet
+/// the pod is out of its Services' endpoints. Found on nodes Ready again for nodeReadyFor, and
+/// reported (a StaleReadiness Event on the pod, the gauge kube_remediator_stale_ready_pods,
+/// status.staleReadyPods, `plan`, `explain`); with action Evict, evicted through the Eviction API
+/// so PodDisruptionBudgets hold (a refusal is reported and retried), and only pods with a
+/// controller that replaces them. A pod whose own containers are not ready (a failing readiness
+/// probe) is never touched.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+pub struct StaleReadinessSpec {
+    /// Whether this rule runs. Default true.
+    pub enabled: bool,
+
+    /// Report (default): Events, metric, status only. Evict: also evict the pod through the
+    /// Eviction API (PodDisruptionBudgets respected), so its controller replaces it.
+    pub action: StaleReadinessAction,
+
+    /// How long the pod's node must have been Ready again (by kube-remediator's own clock)
+    /// before its stale pods are reported or evicted: a kubelet that is resending statuses gets
+    /// this long to do so. Go duration. Default "1m".
+    #[schemars(length(max = 32), pattern(DURATION_PATTERN))]
+    pub node_ready_for: String,
+}
+
+impl Default for StaleReadinessSpec {
+    fn default() -> Self {
+        StaleReadinessSpec {
+            enabled: true,
+            action: StaleReadinessAction::Report,
+            node_ready_for: "1m".into(),
+        }
+    }
+}
+
+/// What `staleReadiness` does about a stale pod.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum StaleReadinessAction {
+    /// Report only.
+    Report,
+    /// Evict through the Eviction API.
+    Evict,
+}
