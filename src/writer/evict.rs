@@ -47,7 +47,7 @@ impl Writer {
         let reference = pod_reference(&evict.namespace, &evict.name, &evict.uid);
         self.event(&reference, EventType::Warning, reason, kind.as_str(), note.clone()).await;
         let policy_note = format!("pod {}/{}: {note}", evict.namespace, evict.name);
-        self.policy_event(policy, EventType::Warning, reason, kind.as_str(), policy_note).await;
+        self.policy_event_on(policy, reference, reason, kind.as_str(), policy_note).await;
         let fields = (evict.namespace.as_str(), evict.name.as_str(), evict.node.as_str());
         match result {
             ActionResult::Failed => warn!(

@@ -53,7 +53,7 @@ impl Writer {
         let reference = pod_reference(&rf.namespace, &rf.name, &rf.uid);
         self.event(&reference, EventType::Warning, reason, kind.as_str(), note.clone()).await;
         let policy_note = format!("pod {}/{}: {note}", rf.namespace, rf.name);
-        self.policy_event(policy, EventType::Warning, reason, kind.as_str(), policy_note).await;
+        self.policy_event_on(policy, reference, reason, kind.as_str(), policy_note).await;
         let fields = (rf.namespace.as_str(), rf.name.as_str(), rf.node.as_str());
         let removed = rf.remove.join(",");
         match result {

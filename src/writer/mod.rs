@@ -204,8 +204,8 @@ impl Writer {
     }
 
     /// Carries out (Enforce) or records (DryRun) a plan's actions, oldest threshold first.
-    /// Every action leaves an Event on its pod, a log line, a metric and a status record; one
-    /// Event on the policy sums up the batch.
+    /// Every action leaves an Event on its pod or node and one on the policy, a log line, a
+    /// metric and a status record.
     pub async fn execute(
         &self,
         policy: &RemediationPolicy,
@@ -213,7 +213,6 @@ impl Writer {
         actions: &[Action],
         now: impl Fn() -> Timestamp,
     ) -> Vec<Outcome> {
-        let mode = validated.mode;
         // Up to MAX_IN_FLIGHT actions at once (client-side pacing: kube-rs has no QPS limiter),
         // results kept in plan order.
         let outcomes: Vec<Outcome> = futures::stream::iter(actions.iter().cloned())
@@ -221,9 +220,6 @@ impl Writer {
             .buffered(MAX_IN_FLIGHT)
             .collect()
             .await;
-        if !outcomes.is_empty() {
-            self.policy_batch_event(policy, mode, &outcomes).await;
-        }
         outcomes
     }
 
@@ -259,7 +255,7 @@ impl Writer {
         };
         let at = now();
         self.account(policy_name, mode, kind, result, fd.threshold, at);
-        self.pod_event(policy_name, mode, &fd, result, detail.as_deref()).await;
+        self.force_delete_events(policy, mode, &fd, result, detail.as_deref()).await;
         if let Some(workload) = &fd.blocks_rollout {
             let (reason, verb) = match (mode, result) {
                 (Mode::DryRun, _) => ("WouldReleaseBlockingPod", "would force-delete"),
@@ -451,9 +447,10 @@ impl Writer {
         }
     }
 
-    async fn pod_event(
+    /// The Events of a force delete: on the pod, and on the policy about the pod.
+    async fn force_delete_events(
         &self,
-        policy: &str,
+        policy: &RemediationPolicy,
         mode: Mode,
         fd: &ForceDelete,
         result: ActionResult,
@@ -465,36 +462,14 @@ impl Writer {
             (Mode::Enforce, ActionResult::Failed) => "ForceDeleteFailed",
             (Mode::Enforce, _) => "ForceDeleteSkipped",
         };
-        let mut note = format!("[{}] policy {policy}: {}", mode.as_str(), fd.reason);
+        let mut note = format!("[{}] policy {}: {}", mode.as_str(), policy.name_any(), fd.reason);
         if let Some(detail) = detail {
             note.push_str(&format!(" ({detail})"));
         }
         let reference = pod_reference(&fd.namespace, &fd.name, &fd.uid);
-        self.event(&reference, EventType::Warning, reason, "ForceDelete", note).await;
-    }
-
-    async fn policy_batch_event(
-        &self,
-        policy: &RemediationPolicy,
-        mode: Mode,
-        outcomes: &[Outcome],
-    ) {
-        let list: Vec<String> = outcomes
-            .iter()
-            .filter(|o| o.record.action == ActionKind::ForceDelete)
-            .map(|o| {
-                format!("{}/{} ({})", o.record.namespace, o.record.name, o.record.result.as_str())
-            })
-            .collect();
-        let (reason, verb) = match mode {
-            Mode::DryRun => ("WouldForceDelete", "would force-delete"),
-            Mode::Enforce => ("ForceDeleted", "force-deleted"),
-        };
-        if list.is_empty() {
-            return;
-        }
-        let note = format!("[{}] {verb} {} pod(s): {}", mode.as_str(), list.len(), list.join(", "));
-        self.policy_event(policy, EventType::Warning, reason, "ForceDelete", note).await;
+        self.event(&reference, EventType::Warning, reason, "ForceDelete", note.clone()).await;
+        let policy_note = format!("pod {}/{}: {note}", fd.namespace, fd.name);
+        self.policy_event_on(policy, reference, reason, "ForceDelete", policy_note).await;
     }
 
     /// Publishes an Event on a Deployment or StatefulSet.
@@ -526,12 +501,39 @@ impl Writer {
         note: String,
     ) {
         let reference = policy.object_ref(&());
-        self.event(&reference, type_, reason, action, note).await;
+        self.event_about(&reference, None, type_, reason, action, note).await;
+    }
+
+    /// Publishes an Event on the policy about one object it acted on (its `related`). Events
+    /// with the same reason on the same object are merged into one series that keeps the first
+    /// note; naming the pod or node in `related` keeps each action's Event on the policy apart.
+    pub async fn policy_event_on(
+        &self,
+        policy: &RemediationPolicy,
+        related: ObjectReference,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
+        let reference = policy.object_ref(&());
+        self.event_about(&reference, Some(related), EventType::Warning, reason, action, note).await;
     }
 
     pub(crate) async fn event(
         &self,
         reference: &ObjectReference,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
+        self.event_about(reference, None, type_, reason, action, note).await;
+    }
+
+    async fn event_about(
+        &self,
+        reference: &ObjectReference,
+        related: Option<ObjectReference>,
         type_: EventType,
         reason: &str,
         action: &str,
@@ -555,7 +557,7 @@ impl Writer {
             reason: reason.into(),
             note: Some(note),
             action: action.into(),
-            secondary: None,
+            secondary: related,
         };
         if let Err(e) = self.recorder.publish(&event, reference).await {
             warn!(error = %e, reason, "cannot publish Event");

@@ -53,7 +53,7 @@ impl Writer {
         };
         self.event(&reference, EventType::Warning, &reason, kind.as_str(), note.clone()).await;
         let policy_note = format!("node {}: {note}", na.node);
-        self.policy_event(policy, EventType::Warning, &reason, kind.as_str(), policy_note).await;
+        self.policy_event_on(policy, reference, &reason, kind.as_str(), policy_note).await;
         match result {
             ActionResult::Failed => warn!(
                 policy = %policy_name, mode = mode.as_str(), action = kind.as_str(),

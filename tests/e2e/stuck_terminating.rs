@@ -35,6 +35,7 @@ pub fn trials() -> Vec<Trial> {
         e2e!("st-fresh-start-waits", a_fresh_operator_trusts_no_evidence_older_than_its_sync),
         e2e!("st-overlapping-budget", two_overlapping_policies_share_one_owner_budget),
         e2e!("st-zone-partition", a_zone_down_at_once_is_a_partition_not_deaths),
+        e2e!("st-batch-records", each_pod_of_one_batch_has_its_own_records),
     ]
 }
 
@@ -224,6 +225,69 @@ async fn enforce_force_deletes_after_the_delay_and_not_before(env: &TestEnv) -> 
     let delays =
         op.metric("kube_remediator_action_delay_seconds_count", &[("policy", &env.name)]).await?;
     ensure!(delays == Some(1.0), "action_delay_seconds_count = {delays:?}");
+    Ok(())
+}
+
+/// Three pods of one Deployment on one node that dies are due together and released in one
+/// batch: each keeps its own record everywhere: a Done status record, a ForceDeleted Event on
+/// the pod, and a ForceDeleted Event on the policy naming that pod (as its related object and
+/// in its note). Events with the same reason on the same object are merged by the recorder,
+/// keeping the first note, so one Event per batch, or per pod without a related object, would
+/// lose the later pods of the batch from the policy's record.
+async fn each_pod_of_one_batch_has_its_own_records(env: &TestEnv) -> Result<()> {
+    let cluster = shared_cluster().await?;
+    let victim = env.add_node("victim").await?;
+    env.create_policy(policy_spec("Enforce")).await?;
+    let _op = Operator::start(cluster, env).await?;
+    let d = deployment("trio", 3, "Recreate", json!({ HOSTNAME_LABEL: victim }))?;
+    env.api::<Deployment>().create(&PostParams::default(), &d).await?;
+    let pods = env.wait_pods_ready("app=trio", 3).await?;
+    env.kill_node(&victim).await?;
+    let mut due = Timestamp::UNIX_EPOCH;
+    for pod in &pods {
+        let terminating = wait_terminating(env, &name(pod)).await?;
+        due = due.max(due_instant(env, &victim, &terminating).await?);
+    }
+    for pod in &pods {
+        wait_gone(env, &name(pod), &uid(pod), until(due) + Duration::from_secs(15)).await?;
+    }
+    let released = Timestamp::now().duration_since(due).as_secs_f64();
+    let uids: std::collections::BTreeSet<String> = pods.iter().map(uid).collect();
+    let done = env
+        .wait_policy("three Done records", Duration::from_secs(10), |s| {
+            let done: std::collections::BTreeSet<String> = s
+                .recent_actions
+                .iter()
+                .filter(|a| a.result.as_str() == "Done" && uids.contains(&a.uid))
+                .map(|a| a.uid.clone())
+                .collect();
+            (done.len() == 3).then_some(s.recent_actions.len())
+        })
+        .await?;
+    ensure!(done == 3, "{done} status records, want one per pod");
+    let records =
+        wait_for("a ForceDeleted Event on the policy per pod", Duration::from_secs(10), || async {
+            let events = env.events_about("RemediationPolicy", &env.name, "ForceDeleted").await?;
+            let mut named = std::collections::BTreeSet::new();
+            for e in &events {
+                let related = e.related.as_ref().and_then(|r| r.name.clone()).unwrap_or_default();
+                let note = e.note.clone().unwrap_or_default();
+                if pods.iter().any(|p| name(p) == related) && note.contains(&related) {
+                    named.insert(related);
+                }
+            }
+            Ok((named.len() == 3).then_some(events.len()))
+        })
+        .await?;
+    ensure!(records == 3, "{records} ForceDeleted Events on the policy, want 3");
+    for pod in &pods {
+        let events = pod_events(env, &name(pod), "ForceDeleted").await?;
+        ensure!(events.len() == 1, "{} ForceDeleted Events on {}", events.len(), name(pod));
+    }
+    eprintln!(
+        "[st-batch-records] 3 pods gone {released:.2}s after their due instant; 3 status records, \
+         3 Events on the policy, one on each pod"
+    );
     Ok(())
 }
 
