@@ -198,6 +198,10 @@ impl ConnectionArgs {
         config.connect_timeout = Some(timeout);
         if read_timeout {
             config.read_timeout = Some(timeout);
+            // The timeout counts from when a request is sent, not from when its pooled
+            // connection went idle: otherwise a request on a connection idle for 9 s of a 10 s
+            // timeout would fail after 1 s.
+            config.reset_reader_on_write = true;
         }
         config.default_retry = retry;
         kube::Client::try_from(config).map_err(Error::BuildClient)

@@ -13,7 +13,6 @@ use futures::StreamExt;
 use jiff::{SignedDuration, Timestamp};
 use kube::api::Api;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use tracing::{debug, info, warn};
 
@@ -92,7 +91,7 @@ pub async fn run(
         trigger.clone(),
     ));
     let api: Api<RemediationPolicy> = Api::all(client);
-    let mut config = watcher::Config::default();
+    let mut config = super::watch::watch_config();
     if let Some(selector) = policy_selector {
         config = config.labels(&selector);
     }

@@ -47,6 +47,13 @@ impl WatchedKind {
         WatchedKind::ReplicaSet,
     ];
 
+    /// Whether a (re)list of this kind restarts the evidence window: a relist of Nodes or
+    /// Leases may hide a change made while the watch was down (a renewal, a Ready flip); one of
+    /// Pods, Namespaces, claims or workloads says nothing about whether a node is dead.
+    pub fn restarts_evidence(self) -> bool {
+        matches!(self, WatchedKind::Node | WatchedKind::Lease)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             WatchedKind::Node => "nodes",
@@ -188,12 +195,14 @@ impl ClusterState {
         self.store(kind).start();
     }
 
-    /// A (re)list of `kind` completed at `now`: its objects replace the old ones and the
-    /// evidence window restarts.
+    /// A (re)list of `kind` completed at `now`: its objects replace the old ones and, for Nodes
+    /// and Leases, the evidence window restarts.
     pub fn list_done(&mut self, kind: WatchedKind, now: Timestamp) -> Change {
         self.store(kind).finish();
         self.sync.listed.insert(kind);
-        self.sync.window.listed(kind == WatchedKind::Lease, now);
+        if kind.restarts_evidence() {
+            self.sync.window.listed(kind == WatchedKind::Lease, now);
+        }
         Change::Relevant
     }
 
@@ -531,6 +540,22 @@ mod tests {
         assert_eq!(seen(&s, "n1").0, Some(at(1)), "unchanged renewTime keeps its instant");
         assert_eq!(seen(&s, "n2").0, None, "the Lease gone during the relist is forgotten");
         assert_eq!(s.evidence_since(at(51)), Ok(at(50)), "the window restarts at the relist");
+    }
+
+    #[test]
+    fn only_a_relist_of_nodes_or_leases_restarts_the_evidence_window() {
+        let mut s = synced(0, &[("n1", "True")]);
+        for (t, kind) in WatchedKind::ALL.into_iter().enumerate() {
+            let t = 10 * (t as i64 + 1);
+            // Lease events keep arriving, so the view is never silent.
+            s.apply_lease("n1", Some(at(t)), at(t));
+            let before = s.evidence_since(at(t));
+            s.list_started(kind);
+            s.list_done(kind, at(t));
+            let want = if kind.restarts_evidence() { Ok(at(t)) } else { before };
+            assert_eq!(s.evidence_since(at(t)), want, "a relist of {}", kind.as_str());
+        }
+        assert!(WatchedKind::Node.restarts_evidence() && WatchedKind::Lease.restarts_evidence());
     }
 
     #[test]

@@ -15,6 +15,7 @@ mod faults;
 mod fixtures;
 mod leader;
 mod live_node;
+mod network;
 mod node_actions;
 mod operator_errors;
 mod policy_validation;
@@ -41,6 +42,7 @@ fn main() {
         control_plane::trials(),
         policy_validation::trials(),
         stuck_terminating::trials(),
+        network::trials(),
         live_node::trials(),
         operator_errors::trials(),
         explain::trials(),

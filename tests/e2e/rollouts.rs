@@ -165,6 +165,16 @@ async fn recreate_rollout_completes_once_the_node_is_dead(env: &TestEnv) -> Resu
         "the action record should say it unblocked the rollout: {:?}",
         status.recent_actions
     );
+    // The rollout completed: the status stops listing it within seconds, like the gauge.
+    let rolled = Timestamp::now();
+    env.wait_policy("status.blockedRollouts without legacy", Duration::from_secs(10), |s| {
+        (!s.blocked_rollouts.iter().any(|b| b.name == "legacy")).then_some(())
+    })
+    .await?;
+    eprintln!(
+        "[ro-recreate-enforce] status.blockedRollouts cleared {:.1}s after the new pod ran",
+        Timestamp::now().duration_since(rolled).as_secs_f64()
+    );
     Ok(())
 }
 

@@ -456,6 +456,11 @@ async fn statefulset_pod_needs_fencing_and_replacement_is_spared(env: &TestEnv) 
     let deletes: Vec<_> =
         operator_mutations(env).await?.into_iter().filter(|w| w.verb == "delete").collect();
     ensure!(deletes.len() == 1, "expected exactly one DELETE by the operator: {deletes:?}");
+    // Unblocked: the status stops listing the StatefulSet, and never names the replacement.
+    env.wait_policy("status.blockedRollouts without web", Duration::from_secs(10), |s| {
+        (!s.blocked_rollouts.iter().any(|b| b.name == "web")).then_some(())
+    })
+    .await?;
     Ok(())
 }
 

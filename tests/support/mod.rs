@@ -7,6 +7,7 @@ pub mod crd;
 pub mod env;
 pub mod operator;
 pub mod pki;
+pub mod proxy;
 
 use std::future::Future;
 use std::path::PathBuf;

@@ -59,6 +59,18 @@ impl Operator {
         Self::start_with_args(cluster, &name, &cluster.operator_kubeconfig, &args).await
     }
 
+    /// Like [`Operator::start`], with the operator's identity reaching the API server through
+    /// `kubeconfig` (a fault proxy's, say), and `extra` arguments of `run`.
+    pub async fn start_through(
+        cluster: &Cluster,
+        env: &TestEnv,
+        kubeconfig: &std::path::Path,
+        extra: &[&str],
+    ) -> Result<Operator> {
+        let (name, args) = replica_args(env, "", extra);
+        Self::start_with_args(cluster, &name, kubeconfig, &args).await
+    }
+
     /// Like [`Operator::start_replica`], without waiting until it is ready: a container the
     /// kubelet (re)starts while the control plane may not answer.
     pub fn spawn_replica(

@@ -1,0 +1,157 @@
+//! Network faults between the operator and the API server, through a fault proxy of the
+//! test's own ([`crate::support::proxy`]): only this test's operator talks through it, so the
+//! trials run on the shared control plane beside the others.
+//!
+//! - `nf-blackhole`: every connection goes silent while a force delete is under way, old ones
+//!   for good (half-open), new ones for 15 s. The last look's requests time out
+//!   (`--request-timeout`, 10 s) and the action is recorded as failed (metric, status). The
+//!   watches opened before the fault are silent forever: the silent Lease view suspends all
+//!   evidence until the watcher replaces it, within 60 s (the watch timeout of 55 s plus the
+//!   watcher's 5 s margin; kube's default of 290 s would hold it five minutes), and a full
+//!   evidence window later the force delete is retried and done, once.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, Result, ensure};
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::core::v1::Pod;
+use libtest_mimic::Trial;
+use serde_json::json;
+
+use crate::e2e;
+use crate::faults::{kill_and_strand, running_pod_on};
+use crate::support::operator::Operator;
+use crate::support::proxy::{FaultProxy, api_server_addr};
+use crate::support::{Cluster, TestEnv, shared_cluster, wait_for};
+
+pub fn trials() -> Vec<Trial> {
+    vec![e2e!("nf-blackhole", blackholed_connections_time_out_and_are_replaced)]
+}
+
+const NOT_READY_FOR: i64 = 10;
+const LEASE_STALE_FOR: i64 = 40;
+/// How long a silent watch may go unnoticed: `WATCH_TIMEOUT_SECS` (55 s) plus the watcher's
+/// own 5 s margin.
+const WATCH_STALL_BOUND: i64 = 60;
+/// How long new connections are blackholed too: longer than the request timeout (10 s), so
+/// the last look's requests time out whichever connections they use.
+const FULL_BLACKHOLE: Duration = Duration::from_secs(15);
+
+fn uid(pod: &Pod) -> String {
+    pod.metadata.uid.clone().unwrap_or_default()
+}
+
+fn until(t: Timestamp) -> Duration {
+    Duration::try_from(t.duration_since(Timestamp::now())).unwrap_or_default()
+}
+
+/// The policy: this test's zone, short windows, no delay after the grace period.
+fn policy_spec(env: &TestEnv) -> serde_json::Value {
+    json!({
+        "mode": "Enforce",
+        "nodeSelector": { "matchLabels": { "topology.kubernetes.io/zone": env.zone } },
+        "deadNode": {
+            "notReadyFor": format!("{NOT_READY_FOR}s"),
+            "leaseStaleFor": format!("{LEASE_STALE_FOR}s"),
+        },
+        "stuckTerminating": { "delayAfterGrace": "0s" },
+        "safety": { "maxUnhealthyNodes": 2 },
+    })
+}
+
+/// Fails unless the operator sent exactly one DELETE of `pod` that reached the API server.
+fn one_delete(cluster: &Cluster, env: &TestEnv, pod: &str) -> Result<()> {
+    let deletes = cluster.operator_pod_deletes(&env.namespace, pod)?;
+    ensure!(deletes.len() == 1, "expected one DELETE of {pod}, got {deletes:?}");
+    Ok(())
+}
+
+/// The operator runs without leader election here (a single replica): its leader Lease renewals
+/// go through the proxy too, and a leader that cannot renew for 15 s exits by design, which
+/// `le-*` tests. This test is about the writer's requests and the watches.
+async fn blackholed_connections_time_out_and_are_replaced(env: &TestEnv) -> Result<()> {
+    let cluster = shared_cluster().await?;
+    let proxy = FaultProxy::start(api_server_addr(&cluster.operator_kubeconfig)?).await?;
+    let kubeconfig = cluster.dir.join(format!("proxy-{}.kubeconfig", env.name));
+    proxy.kubeconfig(&cluster.operator_kubeconfig, &kubeconfig)?;
+    let first = env.add_node("first").await?;
+    running_pod_on(env, "early", &first).await?;
+    env.create_policy(policy_spec(env)).await?;
+    let hold_dir = cluster.dir.join(format!("hold-{}", env.name));
+    std::fs::create_dir_all(&hold_dir)?;
+    let hold = hold_dir.to_str().context("hold directory path is not UTF-8")?;
+    let extra = ["--e2e-hold-dir", hold, "--leader-elect=false"];
+    let op = Operator::start_through(cluster, env, &kubeconfig, &extra).await?;
+
+    // The first node dies; the operator decides to release its pod and is held right before
+    // its last look.
+    let early_uid = uid(&kill_and_strand(env, &first, "early").await?);
+    let held = hold_dir.join(format!("{early_uid}.held"));
+    let timeout = Duration::from_secs(LEASE_STALE_FOR as u64 + 50);
+    wait_for("the operator to hold before its last look", timeout, || async {
+        Ok(held.exists().then_some(()))
+    })
+    .await?;
+
+    // Every connection goes silent: the open ones for good, new ones for FULL_BLACKHOLE.
+    let opened_before = proxy.connections();
+    proxy.blackhole(true);
+    let blackholed = Timestamp::now();
+    release(&hold_dir, &early_uid)?;
+    // The last look's reads time out after 10 s; 20 s leaves room for a loaded machine.
+    let failed = wait_for("the force delete to fail (metric)", Duration::from_secs(20), || async {
+        let labels = [("policy", env.name.as_str()), ("result", "Failed")];
+        Ok(op.metric("kube_remediator_actions_total", &labels).await?.filter(|n| *n >= 1.0))
+    })
+    .await?;
+    let failed_after = Timestamp::now().duration_since(blackholed).as_secs_f64();
+    tokio::time::sleep(until(blackholed + SignedDuration::try_from(FULL_BLACKHOLE)?)).await;
+    proxy.heal();
+    let healed = Timestamp::now();
+
+    // The Lease watch opened before the blackhole never delivers again, so no evidence is
+    // trusted (the Lease view is silent) until the watcher replaces it; the evidence window
+    // restarts then, and the node is dead for the operator a full window later. Then the
+    // force delete is retried on fresh connections, and done once.
+    let bound = blackholed + SignedDuration::from_secs(WATCH_STALL_BOUND + LEASE_STALE_FOR + 10);
+    wait_gone(env, "early", &early_uid, until(bound)).await?;
+    let gone = Timestamp::now();
+    one_delete(cluster, env, "early")?;
+    let records = env
+        .wait_policy("a Done record of early", Duration::from_secs(30), |s| {
+            let done = s.recent_actions.iter().filter(|a| a.uid == early_uid);
+            let results: Vec<&str> = done.map(|a| a.result.as_str()).collect();
+            results.contains(&"Done").then_some(results)
+        })
+        .await?;
+    ensure!(
+        records.iter().filter(|r| **r == "Done").count() == 1 && records.contains(&"Failed"),
+        "records of early: {records:?}"
+    );
+    eprintln!(
+        "[nf-blackhole] {opened_before} connections open before the blackhole; the force delete \
+         failed (request timeout; actions_total Failed = {failed}) {failed_after:.1}s after it; \
+         done {:.1}s after it (bound {}s: watch replaced within {WATCH_STALL_BOUND}s, then a \
+         {LEASE_STALE_FOR}s evidence window), {:.1}s after new connections passed again; one \
+         DELETE, records {records:?}",
+        gone.duration_since(blackholed).as_secs_f64(),
+        bound.duration_since(blackholed).as_secs(),
+        gone.duration_since(healed).as_secs_f64(),
+    );
+    Ok(())
+}
+
+async fn wait_gone(env: &TestEnv, name: &str, pod_uid: &str, timeout: Duration) -> Result<()> {
+    wait_for(&format!("pod {name} to be gone"), timeout, || async move {
+        let p = env.pods().get_opt(name).await?;
+        Ok((p.as_ref().map(uid).as_deref() != Some(pod_uid)).then_some(()))
+    })
+    .await
+}
+
+/// Lets the operator held on the pod `uid` go on to its last look.
+fn release(hold_dir: &Path, uid: &str) -> Result<()> {
+    std::fs::write(hold_dir.join(format!("{uid}.release")), b"")
+        .with_context(|| format!("releasing the hold of {uid}"))
+}
