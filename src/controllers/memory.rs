@@ -7,9 +7,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use jiff::Timestamp;
 
 use crate::core::{
-    FencingNotice, NodeSummary, OwnerKey, PastAction, Plan, PodNotice, RATE_WINDOW, Suspension,
+    Backoff, FencingNotice, NodeSummary, OwnerKey, PastAction, Plan, PodNotice, RATE_WINDOW,
+    Suspension,
 };
-use crate::crd::{Mode, RecentAction, RemediationPolicyStatus};
+use crate::crd::{ActionResult, Mode, RecentAction, RemediationPolicyStatus};
 use crate::writer::Outcome;
 
 #[derive(Debug, Default)]
@@ -29,14 +30,17 @@ pub struct PolicyMemory {
     fencing_notified: BTreeSet<String>,
     /// Pods stuck on live nodes or left Ready=False already reported, with the evidence.
     pod_notified: BTreeMap<String, String>,
-    /// When to decide again because an action was not done (failed, refused, skipped), if
-    /// nothing else brings a reconcile sooner.
+    /// When to decide again because an action was skipped (the last look found the world
+    /// changed, a PodDisruptionBudget refused an eviction), if nothing else brings a reconcile
+    /// sooner.
     retry_at: Option<Timestamp>,
+    /// Actions whose attempts failed in a row, by acted key: retried with a doubling wait.
+    failures: BTreeMap<String, Backoff>,
 }
 
-/// How soon a policy decides again after one of its actions was not done: a request that failed
-/// or timed out, an eviction a PodDisruptionBudget refused, a last look that found the world
-/// changed.
+/// How soon a policy decides again after one of its actions was skipped: an eviction a
+/// PodDisruptionBudget refused, a last look that found the world changed. A request that failed
+/// or timed out is retried after a doubling wait instead ([`Backoff`]).
 pub const UNDONE_RETRY: jiff::SignedDuration = jiff::SignedDuration::from_secs(10);
 
 /// What changed in the evidence since the last reconcile, to be logged once.
@@ -87,10 +91,29 @@ impl PolicyMemory {
                 self.acted.insert(outcome.acted_key.clone());
             }
         }
-        let undone = outcomes.iter().filter(|o| !o.handled).map(|o| o.record.time.0).max();
-        if let Some(at) = undone {
+        self.failures.retain(|key, _| live.contains(key.split('/').next().unwrap_or_default()));
+        for outcome in outcomes {
+            let key = &outcome.acted_key;
+            if outcome.record.result == ActionResult::Failed {
+                let failures = self.failures.get(key).map_or(0, |b| b.failures) + 1;
+                self.failures.insert(key.clone(), Backoff::after(failures, outcome.record.time.0));
+            } else if outcome.handled {
+                self.failures.remove(key);
+            }
+        }
+        let skipped = outcomes
+            .iter()
+            .filter(|o| !o.handled && o.record.result != ActionResult::Failed)
+            .map(|o| o.record.time.0)
+            .max();
+        if let Some(at) = skipped {
             self.retry_at = Some(at + UNDONE_RETRY);
         }
+    }
+
+    /// The actions failing now, and when each is attempted again.
+    pub fn backoff(&self) -> BTreeMap<String, Backoff> {
+        self.failures.clone()
     }
 
     /// When to decide again for an action not done, if that is still ahead of `now`.
@@ -317,5 +340,32 @@ mod tests {
         let want: BTreeSet<String> =
             [crate::core::removal_acted_key("held"), "stale".into()].into();
         assert_eq!(acted, want);
+    }
+
+    #[test]
+    fn failed_attempts_wait_twice_as_long_each_time_until_done() {
+        let outcome = |result: ActionResult, t: i64| Outcome {
+            handled: result.counts_as_action(),
+            acted_key: "pod-uid".into(),
+            record: RecentAction { result, ..record("pod-uid", Mode::Enforce, result, t) },
+        };
+        let mut memory = PolicyMemory::default();
+        let waits: Vec<i64> = [0, 10, 30, 70, 150, 310, 610, 910]
+            .into_iter()
+            .map(|t| {
+                memory.record(&[outcome(ActionResult::Failed, t)], ["pod-uid"].into_iter());
+                let backoff = memory.backoff()["pod-uid"];
+                backoff.until.duration_since(at(t)).as_secs()
+            })
+            .collect();
+        assert_eq!(waits, [10, 20, 40, 80, 160, 300, 300, 300]);
+        // A failure does not ask for the 10 s retry of a skip: its backoff is the plan's deadline.
+        assert_eq!(memory.retry_at(at(0)), None);
+        memory.record(&[outcome(ActionResult::Done, 1000)], ["pod-uid"].into_iter());
+        assert!(memory.backoff().is_empty());
+        // Forgotten once the pod is gone.
+        memory.record(&[outcome(ActionResult::Failed, 1100)], ["pod-uid"].into_iter());
+        memory.record(&[], std::iter::empty());
+        assert!(memory.backoff().is_empty());
     }
 }

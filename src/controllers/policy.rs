@@ -180,6 +180,7 @@ async fn evaluate(policy: &RemediationPolicy, ctx: &Context) -> Result<Action> {
     let observed = {
         let (recent, mut acted) =
             ctx.remember(&name, |m| m.history(validated.mode, previous.as_ref(), now));
+        let backoff = ctx.remember(&name, |m| m.backoff());
         let mut others = Vec::new();
         if let Some(ledger) = ledger.as_mut() {
             let (theirs, acted_by_any) = ledger.for_policy(&name, now);
@@ -190,6 +191,7 @@ async fn evaluate(policy: &RemediationPolicy, ctx: &Context) -> Result<Action> {
         state.refresh_evidence(now);
         let mut observed = state.observe(now, recent, acted);
         observed.others_actions = others;
+        observed.backoff = backoff;
         observed.storm = StormInput {
             cluster_limit: Some(ctx.cluster_limit),
             previous: circuit_memory(previous.as_ref()),
@@ -248,7 +250,8 @@ async fn evaluate(policy: &RemediationPolicy, ctx: &Context) -> Result<Action> {
     if let Some(written) = committed.status? {
         ctx.remember(&name, |m| m.wrote(written));
     }
-    // An action not done is decided again soon (UNDONE_RETRY), whatever else happens.
+    // An action skipped is decided again soon (UNDONE_RETRY), whatever else happens; a failed
+    // one when its backoff ends (a deadline of the plan).
     let retry_at = ctx.remember(&name, |m| m.retry_at(now));
     Ok(next_action(&plan, retry_at, now, at))
 }

@@ -443,6 +443,7 @@ impl ClusterState {
             recent_actions,
             others_actions: Vec::new(),
             acted_pods,
+            backoff: Default::default(),
             storm: Default::default(),
         }
     }

@@ -352,6 +352,18 @@ impl Action {
         }
     }
 
+    /// The key its outcome is remembered by once done (and its failures, while failing): the
+    /// pod's UID for a force delete or an eviction, [`RemoveFinalizers::acted_key`],
+    /// [`NodeAction::acted_key`].
+    pub fn acted_key(&self) -> String {
+        match self {
+            Action::ForceDelete(fd) => fd.uid.clone(),
+            Action::Node(n) => n.acted_key(),
+            Action::RemoveFinalizers(rf) => rf.acted_key(),
+            Action::Evict(e) => e.uid.clone(),
+        }
+    }
+
     /// The instant the action became due: candidates spend the guards oldest threshold first.
     pub fn threshold(&self) -> Timestamp {
         match self {

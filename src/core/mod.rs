@@ -51,7 +51,7 @@ pub use node::{
 };
 pub use notices::{FencingNotice, PodNotice, needs_fencing, stale_ready, stuck_on_live_nodes};
 pub use observed::{
-    CircuitMemory, NodeControl, NodeObservation, NodeRecord, NodeView, Observed, OwnerKey,
+    Backoff, CircuitMemory, NodeControl, NodeObservation, NodeRecord, NodeView, Observed, OwnerKey,
     OwnerRef, PastAction, PodView, Readiness, StormInput,
 };
 pub use plan::{Plan, PlanCounts, plan};

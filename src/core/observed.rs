@@ -360,8 +360,35 @@ pub struct Observed {
     /// force-deleted (DryRun), in the current mode, that are still present. They are not acted on
     /// again, so DryRun reports each pod once and moves on to the next, as Enforce would.
     pub acted_pods: BTreeSet<String>,
+    /// Actions whose last attempts failed (a refusing admission webhook, say), by the key
+    /// their outcome is remembered by ([`super::action::Action::acted_key`]): not attempted
+    /// again before their `until`, so one action failing every time neither comes first in
+    /// every plan nor spends the budgets of the others.
+    pub backoff: BTreeMap<String, Backoff>,
     /// The storm guard's inputs beyond the nodes.
     pub storm: StormInput,
+}
+
+/// The attempts of one action that failed in a row, and when it may be attempted again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Backoff {
+    pub failures: u32,
+    pub until: Timestamp,
+}
+
+/// The first retry of a failed action comes after this; each further failure doubles it.
+pub const BACKOFF_FIRST: jiff::SignedDuration = jiff::SignedDuration::from_secs(10);
+/// The longest wait between two attempts of a failing action.
+pub const BACKOFF_MAX: jiff::SignedDuration = jiff::SignedDuration::from_secs(300);
+
+impl Backoff {
+    /// After `failures` failed attempts in a row, the last at `at`: 10 s, 20 s, 40 s, ... up to
+    /// 5 minutes.
+    pub fn after(failures: u32, at: Timestamp) -> Backoff {
+        let doublings = failures.saturating_sub(1).min(16);
+        let wait = BACKOFF_FIRST.saturating_mul(1 << doublings).min(BACKOFF_MAX);
+        Backoff { failures, until: super::duration::add(at, wait) }
+    }
 }
 
 /// Inputs for the tests of the modules that judge them.

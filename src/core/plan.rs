@@ -193,12 +193,20 @@ fn spend_guards(
     let mut guards =
         Guards::new(&observed.recent_actions, &observed.others_actions, policy, held, now);
     let mut actions = Vec::new();
+    let mut retries = Vec::new();
     for Candidate { decision, action } in candidates {
-        let verdict = match zone_of.get(action.node()).and_then(|z| partitioned.get_key_value(*z)) {
-            Some((zone, nodes)) => {
+        let backoff = observed.backoff.get(&action.acted_key()).filter(|b| b.until > now);
+        let zone = zone_of.get(action.node()).and_then(|z| partitioned.get_key_value(*z));
+        let verdict = match (backoff, zone) {
+            // A failing action waits its turn without spending the guards.
+            (Some(b), _) => {
+                retries.push(b.until);
+                Err(NotEligible::BackingOff { failures: b.failures, until: b.until })
+            }
+            (None, Some((zone, nodes))) => {
                 Err(NotEligible::ZonePartitioned { zone: zone.clone(), nodes: *nodes })
             }
-            None => guards.admit(action.owner()),
+            (None, None) => guards.admit(action.owner()),
         };
         match (verdict, decision) {
             (Ok(()), _) => actions.push(action),
@@ -206,7 +214,8 @@ fn spend_guards(
             (Err(_), None) => {}
         }
     }
-    (actions, guards.deadlines().to_vec())
+    retries.extend_from_slice(guards.deadlines());
+    (actions, retries)
 }
 
 /// `nodeActions` over the in-scope nodes that exist.
@@ -304,7 +313,7 @@ mod tests {
     use crate::core::action::Action;
     use crate::core::duration::add;
     use crate::core::observed::{
-        CircuitMemory, NodeObservation, OwnerKey, OwnerRef, PastAction, PodView, Readiness,
+        Backoff, CircuitMemory, NodeObservation, OwnerKey, OwnerRef, PastAction, PodView, Readiness,
     };
     use crate::core::verdict::{NotEligible, Verdict};
     use crate::crd::{
@@ -546,6 +555,21 @@ mod tests {
                     o.acted_pods.insert(crate::core::removal_acted_key("uid-p"));
                 },
                 ..row("its removal already done or recorded: not again", Err(AlreadyActed))
+            },
+            Row {
+                observed: |o| {
+                    o.backoff.insert("uid-p".into(), Backoff { failures: 2, until: t(10, 30) });
+                },
+                ..row(
+                    "its last attempts failed: waits out its backoff",
+                    Err(BackingOff { failures: 2, until: t(10, 30) }),
+                )
+            },
+            Row {
+                observed: |o| {
+                    o.backoff.insert("uid-p".into(), Backoff { failures: 2, until: t(9, 30) });
+                },
+                ..row("its backoff is over: attempted again", Ok(()))
             },
             Row {
                 pod: |p| p.node_name = Some("n-dying".into()),

@@ -12,8 +12,8 @@ use super::observed::{CircuitMemory, Observed, WorkloadRef};
 use super::plan::Plan;
 use super::policy::{InvalidPolicy, ValidatedPolicy};
 use crate::crd::{
-    BlockedRolloutStatus, CircuitStatus, MAX_RECENT_ACTIONS, RecentAction, RemediationPolicyStatus,
-    StaleReadyPodStatus, StuckPodStatus,
+    ActionResult, BlockedRolloutStatus, CircuitStatus, MAX_RECENT_ACTIONS, RecentAction,
+    RemediationPolicyStatus, StaleReadyPodStatus, StuckPodStatus,
 };
 
 /// Condition type: the policy is valid and evaluated against synced caches.
@@ -231,6 +231,8 @@ fn condition(
 
 /// Records actions taken (or would-be actions) in the status: newest first, at most
 /// [`MAX_RECENT_ACTIONS`], and `actionsTotal` incremented by those with result Done or WouldAct.
+/// A failure replaces the record of the same action's previous failure, so an action failing
+/// again and again keeps one entry and never pushes the others out.
 pub fn push_recent_actions(
     status: &mut RemediationPolicyStatus,
     records: impl IntoIterator<Item = RecentAction>,
@@ -239,6 +241,15 @@ pub fn push_recent_actions(
     let counted = records.iter().filter(|r| r.result.counts_as_action()).count();
     status.actions_total =
         status.actions_total.saturating_add(i64::try_from(counted).unwrap_or(i64::MAX));
+    let failed_again = |old: &RecentAction| {
+        old.result == ActionResult::Failed
+            && records.iter().any(|new| {
+                new.result == ActionResult::Failed
+                    && (new.uid.as_str(), new.action, new.mode)
+                        == (old.uid.as_str(), old.action, old.mode)
+            })
+    };
+    status.recent_actions.retain(|old| !failed_again(old));
     records.append(&mut status.recent_actions);
     // Stable: among equal times, the new records stay ahead of older ones.
     records.sort_by(|a, b| b.time.cmp(&a.time));
@@ -556,5 +567,31 @@ mod tests {
             ]
         );
         assert_eq!(status.recent_actions.last().map(|r| r.name.as_str()), Some("old02"));
+    }
+
+    #[test]
+    fn a_repeated_failure_keeps_one_entry() {
+        let mut status = RemediationPolicyStatus::default();
+        push_recent_actions(
+            &mut status,
+            vec![
+                record("2026-01-01T00:00:00Z", "refused", ActionResult::Failed),
+                record("2026-01-01T00:00:01Z", "other", ActionResult::Done),
+            ],
+        );
+        for i in 1..30 {
+            let at = format!("2026-01-01T00:{:02}:{:02}Z", i / 60 + 1, i % 60);
+            push_recent_actions(&mut status, vec![record(&at, "refused", ActionResult::Failed)]);
+        }
+        let names: Vec<(&str, ActionResult)> =
+            status.recent_actions.iter().map(|r| (r.name.as_str(), r.result)).collect();
+        assert_eq!(names, vec![("refused", ActionResult::Failed), ("other", ActionResult::Done)]);
+        assert_eq!(status.recent_actions[0].time, Time(ts("2026-01-01T00:01:29Z")));
+        // A success after failures is a record of its own.
+        push_recent_actions(
+            &mut status,
+            vec![record("2026-01-01T00:02:00Z", "refused", ActionResult::Done)],
+        );
+        assert_eq!(status.recent_actions.len(), 3);
     }
 }

@@ -66,6 +66,8 @@ pub enum NotEligible {
     RateLimited { until: Timestamp },
     /// `maxPodsPerOwnerPerMinute` is used up for this owner until `until`.
     OwnerBudget { owner: OwnerKey, until: Timestamp },
+    /// The last `failures` attempts failed; the next one comes at `until`.
+    BackingOff { failures: u32, until: Timestamp },
 }
 
 impl NotEligible {
@@ -96,6 +98,7 @@ impl NotEligible {
             NotEligible::ZonePartitioned { .. } => "ZonePartitioned",
             NotEligible::RateLimited { .. } => "RateLimited",
             NotEligible::OwnerBudget { .. } => "OwnerBudget",
+            NotEligible::BackingOff { .. } => "BackingOff",
         }
     }
 }
@@ -184,6 +187,11 @@ impl fmt::Display for NotEligible {
             NotEligible::OwnerBudget { owner, until } => {
                 write!(f, "maxPodsPerOwnerPerMinute used up for {owner}; next slot at {until}")
             }
+            NotEligible::BackingOff { failures, until } => write!(
+                f,
+                "the last {failures} attempt(s) failed; the next one at {until} (the wait \
+                 doubles from 10 s after each failure, up to 5 min)"
+            ),
         }
     }
 }

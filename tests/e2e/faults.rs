@@ -57,9 +57,9 @@ pub fn trials() -> Vec<Trial> {
     stalls.into_iter().chain(others).collect()
 }
 
-const NOT_READY_FOR: i64 = 10;
+pub(crate) const NOT_READY_FOR: i64 = 10;
 /// The documented minimum, as in the report.
-const LEASE_STALE_FOR: i64 = 40;
+pub(crate) const LEASE_STALE_FOR: i64 = 40;
 /// The skewed kubelet's clock runs 5 minutes behind ours.
 const SKEW: SignedDuration = SignedDuration::from_secs(-300);
 /// How late after the end of a stall a really dead node's pod may be released: the window
@@ -71,7 +71,7 @@ const TOLERANCE: SignedDuration = SignedDuration::from_millis(500);
 
 /// The Enforce policy of every test here: the windows, no delay after the grace
 /// period, and room for the test's two unhealthy nodes.
-fn policy_spec(env: &TestEnv) -> serde_json::Value {
+pub(crate) fn policy_spec(env: &TestEnv) -> serde_json::Value {
     json!({
         "mode": "Enforce",
         "nodeSelector": { "matchLabels": { "topology.kubernetes.io/zone": env.zone } },

@@ -19,6 +19,7 @@ mod network;
 mod node_actions;
 mod operator_errors;
 mod policy_validation;
+mod refused;
 mod rollouts;
 mod stale_readiness;
 mod storm;
@@ -43,6 +44,7 @@ fn main() {
         policy_validation::trials(),
         stuck_terminating::trials(),
         network::trials(),
+        refused::trials(),
         live_node::trials(),
         operator_errors::trials(),
         explain::trials(),

@@ -17,10 +17,9 @@ use anyhow::{Context, Result, ensure};
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::Pod;
 use libtest_mimic::Trial;
-use serde_json::json;
 
 use crate::e2e;
-use crate::faults::{kill_and_strand, running_pod_on};
+use crate::faults::{LEASE_STALE_FOR, kill_and_strand, policy_spec, running_pod_on};
 use crate::support::operator::Operator;
 use crate::support::proxy::{FaultProxy, api_server_addr};
 use crate::support::{Cluster, TestEnv, shared_cluster, wait_for};
@@ -29,8 +28,6 @@ pub fn trials() -> Vec<Trial> {
     vec![e2e!("nf-blackhole", blackholed_connections_time_out_and_are_replaced)]
 }
 
-const NOT_READY_FOR: i64 = 10;
-const LEASE_STALE_FOR: i64 = 40;
 /// How long a silent watch may go unnoticed: `WATCH_TIMEOUT_SECS` (55 s) plus the watcher's
 /// own 5 s margin.
 const WATCH_STALL_BOUND: i64 = 60;
@@ -44,20 +41,6 @@ fn uid(pod: &Pod) -> String {
 
 fn until(t: Timestamp) -> Duration {
     Duration::try_from(t.duration_since(Timestamp::now())).unwrap_or_default()
-}
-
-/// The policy: this test's zone, short windows, no delay after the grace period.
-fn policy_spec(env: &TestEnv) -> serde_json::Value {
-    json!({
-        "mode": "Enforce",
-        "nodeSelector": { "matchLabels": { "topology.kubernetes.io/zone": env.zone } },
-        "deadNode": {
-            "notReadyFor": format!("{NOT_READY_FOR}s"),
-            "leaseStaleFor": format!("{LEASE_STALE_FOR}s"),
-        },
-        "stuckTerminating": { "delayAfterGrace": "0s" },
-        "safety": { "maxUnhealthyNodes": 2 },
-    })
 }
 
 /// Fails unless the operator sent exactly one DELETE of `pod` that reached the API server.
