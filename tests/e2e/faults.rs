@@ -53,6 +53,7 @@ pub fn trials() -> Vec<Trial> {
         e2e!("sk-clock-skew", a_kubelet_clock_behind_ours_is_not_a_dead_node),
         e2e!("ll-exclude", last_look_spares_a_pod_excluded_after_the_plan),
         e2e!("ll-dry-run", last_look_spares_a_pod_whose_policy_went_dry_run),
+        e2e!("ll-node-returns", last_look_skips_a_node_back_then_releases_once_dead_again),
     ];
     stalls.into_iter().chain(others).collect()
 }
@@ -540,6 +541,62 @@ async fn last_look_spares(env: &TestEnv, change: Change) -> Result<()> {
     .await?;
     let note = events[0].note.clone().unwrap_or_default();
     eprintln!("[{}] {change:?}: skipped ({note}); status detail {:?}", env.name, record.detail);
+    Ok(())
+}
+
+/// The node comes back between the plan and the DELETE, then dies for good. Played on a node
+/// whose kubelet the test is (its heartbeat stopped, resumed, stopped again), so that nothing
+/// finalizes the pod while the node is back. The last look sees the Lease renewed and skips
+/// (a Skipped record, no DELETE); a skip is not an action taken, so once the node is dead
+/// again the pod is released, by one DELETE.
+async fn last_look_skips_a_node_back_then_releases_once_dead_again(env: &TestEnv) -> Result<()> {
+    let cluster = shared_cluster().await?;
+    let (node, beat) = env.add_live_node_without_kubelet("flapper").await?;
+    env.create_bound_pod("victim", &node).await?;
+    env.create_policy(policy_spec(env)).await?;
+    let hold_dir = cluster.dir.join(format!("hold-{}", env.name));
+    std::fs::create_dir_all(&hold_dir)?;
+    let hold_arg = hold_dir.to_str().context("hold directory path is not UTF-8")?;
+    let _op = Operator::start_replica(cluster, env, "", &["--e2e-hold-dir", hold_arg]).await?;
+    drop(beat);
+    let pod_uid = uid(&env.delete_gracefully("victim", 1).await?);
+    let held = hold_dir.join(format!("{pod_uid}.held"));
+    let timeout = Duration::from_secs(LEASE_STALE_FOR as u64 + 50);
+    wait_for("the operator to hold before its last look", timeout, || async {
+        Ok(held.exists().then_some(()))
+    })
+    .await?;
+
+    let beat = env.heartbeat_again(&node).await?;
+    env.wait_node_ready(&node, "True").await?;
+    release(&hold_dir, &pod_uid)?;
+    env.wait_policy("a Skipped record in the policy status", Duration::from_secs(15), |s| {
+        s.recent_actions
+            .iter()
+            .find(|a| a.uid == pod_uid && a.result.as_str() == "Skipped")
+            .cloned()
+    })
+    .await?;
+    no_operator_delete(cluster, env, "victim")?;
+
+    drop(beat);
+    let died = Timestamp::now();
+    wait_for(
+        "the pod to be released",
+        Duration::from_secs(LEASE_STALE_FOR as u64 + 40),
+        || async {
+            let p = env.pods().get_opt("victim").await?;
+            Ok((p.as_ref().map(uid).as_deref() != Some(pod_uid.as_str())).then_some(()))
+        },
+    )
+    .await?;
+    let deletes = cluster.operator_pod_deletes(&env.namespace, "victim")?;
+    ensure!(deletes.len() == 1, "expected one DELETE of victim: {deletes:?}");
+    eprintln!(
+        "[ll-node-returns] skipped while the node was back; released {:.1}s after it died again \
+         (leaseStaleFor {LEASE_STALE_FOR}s), by one DELETE",
+        Timestamp::now().duration_since(died).as_secs_f64()
+    );
     Ok(())
 }
 
