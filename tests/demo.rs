@@ -243,8 +243,8 @@ async fn incident_3(
     .await?;
     env.delete_gracefully("billing", 1).await?;
     n.say(&format!(
-        "incident 3: pod billing on healthy node {node} is deleted, its kubelet finishes it, and it \
-         stays Terminating: the finalizer example.com/backup-done is never removed"
+        "incident 3: pod billing on healthy node {node} is deleted and stays Terminating past its \
+         grace period: the finalizer example.com/backup-done is never removed"
     ));
     let stuck = env
         .wait_policy("the stuck pod in the status", Duration::from_secs(30), |s| {
