@@ -83,7 +83,8 @@ pub struct Args {
     storm: StormArgs,
 
     /// Test builds only: before the last look of each force delete, create
-    /// `<DIR>/<pod uid>.held` and wait until `<DIR>/<pod uid>.release` exists.
+    /// `<DIR>/<pod uid>.held` and wait until `<DIR>/<pod uid>.release` exists; with
+    /// `<DIR>/hold-after-delete` present, also after the DELETE (`.deleted`, then `.after`).
     #[cfg(feature = "e2e-hooks")]
     #[arg(long, hide = true, value_name = "DIR")]
     e2e_hold_dir: Option<std::path::PathBuf>,

@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use jiff::Timestamp;
 
 use crate::core::{
-    Backoff, FencingNotice, NodeSummary, OwnerKey, PastAction, Plan, PodNotice, RATE_WINDOW,
-    Suspension,
+    Backoff, FencingNotice, NodeSummary, OwnerKey, PastAction, Plan, PodNotice, PodNow,
+    RATE_WINDOW, Suspension, resolve_pending,
 };
 use crate::crd::{ActionResult, Mode, RecentAction, RemediationPolicyStatus};
 use crate::writer::Outcome;
@@ -36,6 +36,10 @@ pub struct PolicyMemory {
     retry_at: Option<Timestamp>,
     /// Actions whose attempts failed in a row, by acted key: retried with a doubling wait.
     failures: BTreeMap<String, Backoff>,
+    /// Whether the Pending records a previous run left in the status were resolved.
+    pending_resolved: bool,
+    /// Records of actions taken whose status write failed: carried into the next one.
+    unwritten: Vec<RecentAction>,
 }
 
 /// How soon a policy decides again after one of its actions was skipped: an eviction a
@@ -109,6 +113,29 @@ impl PolicyMemory {
         if let Some(at) = skipped {
             self.retry_at = Some(at + UNDONE_RETRY);
         }
+    }
+
+    /// The first time it is asked (once per run of the operator), the status's Pending records
+    /// resolved by `pod_now` ([`resolve_pending`]); afterwards nothing.
+    pub fn resolve_pending_once(
+        &mut self,
+        status: Option<&RemediationPolicyStatus>,
+        pod_now: impl Fn(&str) -> PodNow,
+    ) -> Vec<RecentAction> {
+        if std::mem::replace(&mut self.pending_resolved, true) {
+            return Vec::new();
+        }
+        resolve_pending(status, pod_now)
+    }
+
+    /// Keeps records the status write just failed to carry, for the next write.
+    pub fn unwritten(&mut self, records: impl IntoIterator<Item = RecentAction>) {
+        self.unwritten.extend(records);
+    }
+
+    /// The records still to be written, which the caller now carries.
+    pub fn take_unwritten(&mut self) -> Vec<RecentAction> {
+        std::mem::take(&mut self.unwritten)
     }
 
     /// The actions failing now, and when each is attempted again.

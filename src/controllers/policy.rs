@@ -21,7 +21,7 @@ use super::watch::{SharedState, trigger_stream};
 use crate::adapters::rearm_token;
 use crate::core::stuck::StuckCause;
 use crate::core::{
-    CONDITION_INVALID, Evaluation, InvalidPolicy, MaxUnhealthy, NodeState, Observed, Plan,
+    CONDITION_INVALID, Evaluation, InvalidPolicy, MaxUnhealthy, NodeState, Observed, Plan, PodNow,
     StormInput, blocked_rollouts_in_scope, circuit_memory, desired_status, needs_fencing, plan,
     stale_ready, stuck_on_live_nodes, transition_notices, validate,
 };
@@ -223,6 +223,16 @@ async fn evaluate(policy: &RemediationPolicy, ctx: &Context) -> Result<Action> {
     let pod_notices = ctx.remember(&name, |m| m.new_pod_notices(notices_now));
     export_gauges(&ctx.metrics, &name, &plan, &observed, now);
 
+    // Records not yet in the status: those whose write failed, and (once per run) the Pending
+    // ones a previous run left, resolved by what the cluster shows now.
+    let carried = ctx.remember(&name, |m| m.take_unwritten());
+    let pod_now = |uid: &str| match observed.pods.iter().find(|p| p.uid == uid) {
+        None => PodNow::Gone,
+        Some(p) if p.deletion_timestamp.is_some() => PodNow::Terminating,
+        Some(_) => PodNow::Present,
+    };
+    let resolved = ctx.remember(&name, |m| m.resolve_pending_once(previous.as_ref(), pod_now));
+    let earlier: Vec<_> = carried.iter().chain(&resolved).cloned().collect();
     let generation = policy.metadata.generation;
     let evaluation = Evaluation::Planned { policy: &validated, plan: &plan };
     let mut status = desired_status(evaluation, generation, previous.as_ref(), now);
@@ -238,6 +248,8 @@ async fn evaluate(policy: &RemediationPolicy, ctx: &Context) -> Result<Action> {
             pod_notices,
             status,
             previous: previous.as_ref(),
+            carried,
+            resolved,
         })
         .await;
     let live = || observed.pods.iter().map(|p| p.uid.as_str());
@@ -247,8 +259,16 @@ async fn evaluate(policy: &RemediationPolicy, ctx: &Context) -> Result<Action> {
         ledger.record(&name, &committed.outcomes, live());
     }
     drop(ledger);
-    if let Some(written) = committed.status? {
-        ctx.remember(&name, |m| m.wrote(written));
+    match committed.status {
+        Ok(Some(written)) => ctx.remember(&name, |m| m.wrote(written)),
+        Ok(None) => {}
+        Err(e) => {
+            // Their Events are out; their records go into the next status write.
+            let records =
+                earlier.into_iter().chain(committed.outcomes.iter().map(|o| o.record.clone()));
+            ctx.remember(&name, |m| m.unwritten(records));
+            return Err(e);
+        }
     }
     // An action skipped is decided again soon (UNDONE_RETRY), whatever else happens; a failed
     // one when its backoff ends (a deadline of the plan).
@@ -285,6 +305,8 @@ async fn reject(
             pod_notices: Vec::new(),
             status,
             previous,
+            carried: Vec::new(),
+            resolved: Vec::new(),
         })
         .await;
     if let Some(written) = committed.status? {

@@ -364,6 +364,16 @@ impl Action {
         }
     }
 
+    /// The UID of the object the action is about: the pod's, or the node's.
+    pub fn uid(&self) -> &str {
+        match self {
+            Action::ForceDelete(fd) => &fd.uid,
+            Action::Node(n) => &n.uid,
+            Action::RemoveFinalizers(rf) => &rf.uid,
+            Action::Evict(e) => &e.uid,
+        }
+    }
+
     /// The instant the action became due: candidates spend the guards oldest threshold first.
     pub fn threshold(&self) -> Timestamp {
         match self {

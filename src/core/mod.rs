@@ -27,6 +27,7 @@ pub mod guards;
 pub mod node;
 pub mod notices;
 pub mod observed;
+pub mod pending;
 pub mod plan;
 pub mod policy;
 pub mod rollouts;
@@ -54,6 +55,7 @@ pub use observed::{
     Backoff, CircuitMemory, NodeControl, NodeObservation, NodeRecord, NodeView, Observed, OwnerKey,
     OwnerRef, PastAction, PodView, Readiness, StormInput,
 };
+pub use pending::{PodNow, resolve_pending};
 pub use plan::{Plan, PlanCounts, plan};
 pub use policy::{
     FencingNeeds, Finalizers, InvalidPolicy, LiveNodeStuck, MaxUnhealthy, NodeActions,

@@ -231,25 +231,32 @@ fn condition(
 
 /// Records actions taken (or would-be actions) in the status: newest first, at most
 /// [`MAX_RECENT_ACTIONS`], and `actionsTotal` incremented by those with result Done or WouldAct.
-/// A failure replaces the record of the same action's previous failure, so an action failing
-/// again and again keeps one entry and never pushes the others out.
+/// A record replaces the same action's Pending one (recorded before its request), and a
+/// failure the record of the same action's previous failure, so an action failing again and
+/// again keeps one entry and never pushes the others out.
 pub fn push_recent_actions(
     status: &mut RemediationPolicyStatus,
     records: impl IntoIterator<Item = RecentAction>,
 ) {
     let mut records: Vec<RecentAction> = records.into_iter().collect();
+    // A record carried again after a failed write may be there already.
+    records.retain(|new| !status.recent_actions.contains(new));
     let counted = records.iter().filter(|r| r.result.counts_as_action()).count();
     status.actions_total =
         status.actions_total.saturating_add(i64::try_from(counted).unwrap_or(i64::MAX));
-    let failed_again = |old: &RecentAction| {
-        old.result == ActionResult::Failed
-            && records.iter().any(|new| {
-                new.result == ActionResult::Failed
-                    && (new.uid.as_str(), new.action, new.mode)
-                        == (old.uid.as_str(), old.action, old.mode)
-            })
+    let replaced = |old: &RecentAction| {
+        records.iter().any(|new| {
+            let same = (new.uid.as_str(), new.action, new.mode)
+                == (old.uid.as_str(), old.action, old.mode);
+            let replaces = match old.result {
+                ActionResult::Pending => true,
+                ActionResult::Failed => new.result == ActionResult::Failed,
+                _ => false,
+            };
+            same && replaces
+        })
     };
-    status.recent_actions.retain(|old| !failed_again(old));
+    status.recent_actions.retain(|old| !replaced(old));
     records.append(&mut status.recent_actions);
     // Stable: among equal times, the new records stay ahead of older ones.
     records.sort_by(|a, b| b.time.cmp(&a.time));
@@ -593,5 +600,26 @@ mod tests {
             vec![record("2026-01-01T00:02:00Z", "refused", ActionResult::Done)],
         );
         assert_eq!(status.recent_actions.len(), 3);
+    }
+
+    #[test]
+    fn an_outcome_replaces_the_record_made_before_its_request() {
+        let mut status = RemediationPolicyStatus::default();
+        push_recent_actions(
+            &mut status,
+            vec![record("2026-01-01T00:00:00Z", "p", ActionResult::Pending)],
+        );
+        assert_eq!(status.actions_total, 0);
+        push_recent_actions(
+            &mut status,
+            vec![record("2026-01-01T00:00:01Z", "p", ActionResult::Done)],
+        );
+        let results: Vec<ActionResult> = status.recent_actions.iter().map(|r| r.result).collect();
+        assert_eq!(results, vec![ActionResult::Done]);
+        assert_eq!(status.actions_total, 1);
+        // Carried again after a failed write: not twice.
+        let again = status.recent_actions.clone();
+        push_recent_actions(&mut status, again);
+        assert_eq!((status.recent_actions.len(), status.actions_total), (1, 1));
     }
 }

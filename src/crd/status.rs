@@ -237,6 +237,10 @@ pub enum ActionResult {
     Skipped,
     /// The API server refused or did not answer.
     Failed,
+    /// Being sent (Enforce): recorded before the request, so that an operator stopped between
+    /// the request and its outcome leaves a trace. The next run replaces it: Done when the
+    /// object is gone, Skipped (decided again) when it is still there.
+    Pending,
 }
 
 impl ActionResult {
@@ -246,8 +250,8 @@ impl ActionResult {
     }
 
     /// Whether the attempt spends a slot of the rate limit and the per-owner budget: Done,
-    /// WouldAct and Failed do; Skipped (nothing was sent, or a PodDisruptionBudget refused the
-    /// eviction: nothing was disrupted) does not.
+    /// WouldAct, Failed and Pending do; Skipped (nothing was sent, or a PodDisruptionBudget
+    /// refused the eviction: nothing was disrupted) does not.
     pub fn spends_budget(self) -> bool {
         self != ActionResult::Skipped
     }

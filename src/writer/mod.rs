@@ -85,6 +85,11 @@ pub struct Commit<'a> {
     pub pod_notices: Vec<PodNotice>,
     /// The desired status, before this reconcile's action records are added.
     pub status: RemediationPolicyStatus,
+    /// Records of earlier actions to add first: ones whose status write failed (their Events
+    /// were published), and `Pending` ones a previous run left, resolved (`resolved`: their
+    /// Events are published now, the previous run having stopped before).
+    pub carried: Vec<RecentAction>,
+    pub resolved: Vec<RecentAction>,
     /// The status last written, to skip writing an unchanged one.
     pub previous: Option<&'a RemediationPolicyStatus>,
 }
@@ -147,6 +152,28 @@ impl Writer {
         info!(pod = %fd.name, "e2e hook: released");
     }
 
+    /// With `<hold dir>/hold-after-delete` present: after the DELETE is answered, before its
+    /// outcome is recorded, create `<DIR>/<pod uid>.deleted` and wait (up to 120 s) for
+    /// `<DIR>/<pod uid>.after`, so a test can kill the process in that instant.
+    #[cfg(feature = "e2e-hooks")]
+    async fn hold_after_delete(&self, fd: &ForceDelete) {
+        let Some(dir) = &self.hold_dir else { return };
+        if !dir.join("hold-after-delete").exists() {
+            return;
+        }
+        let deleted = dir.join(format!("{}.deleted", fd.uid));
+        let after = dir.join(format!("{}.after", fd.uid));
+        if let Err(e) = std::fs::write(&deleted, format!("{}/{}", fd.namespace, fd.name)) {
+            warn!(error = %e, "e2e hook: cannot write {}", deleted.display());
+            return;
+        }
+        info!(pod = %fd.name, "e2e hook: holding after the DELETE");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        while !after.exists() && std::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
+
     /// Mutates only while `leader` is open (by default always: no leader election).
     pub fn with_leader_guard(self, leader: LeaderGuard) -> Self {
         Writer { leader, ..self }
@@ -164,7 +191,13 @@ impl Writer {
             pod_notices,
             mut status,
             previous,
+            carried,
+            resolved,
         } = commit;
+        for record in &resolved {
+            self.resolved_events(policy, record).await;
+        }
+        push_recent_actions(&mut status, carried.into_iter().chain(resolved));
         for notice in notices {
             self.policy_event(
                 policy,
@@ -183,6 +216,17 @@ impl Writer {
         }
         let outcomes = match validated {
             Some(validated) if !actions.is_empty() => {
+                // Every request is recorded before it is sent: an operator stopped between the
+                // request and its outcome leaves a Pending record, which its next run resolves.
+                if validated.mode == Mode::Enforce {
+                    let pending = actions.iter().map(|a| pending_record(a, crate::clock::now()));
+                    push_recent_actions(&mut status, pending);
+                    if let Err(e) = self.patch_status(&policy.name_any(), &status).await {
+                        warn!(policy = %policy.name_any(), error = %e,
+                            "cannot record the actions before taking them: none taken");
+                        return Committed { outcomes: Vec::new(), status: Err(e) };
+                    }
+                }
                 self.execute(policy, validated, actions, crate::clock::now).await
             }
             _ => Vec::new(),
@@ -333,7 +377,10 @@ impl Writer {
         if let Err(skip) = fd.recheck(&look, policy.metadata.generation, &validated.fencing) {
             return (ActionResult::Skipped, Some(skip));
         }
-        self.delete_pod(&pods, fd).await
+        let deleted = self.delete_pod(&pods, fd).await;
+        #[cfg(feature = "e2e-hooks")]
+        self.hold_after_delete(fd).await;
+        deleted
     }
 
     /// The last look's fresh reads (never from a cache) of a node, its Lease and the policy,
@@ -472,6 +519,45 @@ impl Writer {
         self.policy_event_on(policy, reference, reason, "ForceDelete", policy_note).await;
     }
 
+    /// The Events, log line and metric of an action a previous run took and did not record,
+    /// found done now ([`crate::core::resolve_pending`]).
+    async fn resolved_events(&self, policy: &RemediationPolicy, record: &RecentAction) {
+        if record.result != ActionResult::Done {
+            return;
+        }
+        let policy_name = policy.name_any();
+        self.metrics
+            .actions
+            .get_or_create(&ActionLabels {
+                policy: policy_name.clone(),
+                action: record.action,
+                mode: record.mode,
+                result: record.result,
+            })
+            .inc();
+        let note = format!(
+            "[{}] policy {policy_name}: {} ({})",
+            record.mode.as_str(),
+            record.reason,
+            record.detail.as_deref().unwrap_or_default()
+        );
+        let reason = match record.action {
+            ActionKind::ForceDelete => "ForceDeleted",
+            ActionKind::RemoveFinalizers => "RemovedFinalizers",
+            _ => "Evicted",
+        };
+        let action = record.action.as_str();
+        let reference = pod_reference(&record.namespace, &record.name, &record.uid);
+        self.event(&reference, EventType::Warning, reason, action, note.clone()).await;
+        let policy_note = format!("pod {}/{}: {note}", record.namespace, record.name);
+        self.policy_event_on(policy, reference, reason, action, policy_note).await;
+        info!(
+            policy = %policy_name, action, result = record.result.as_str(),
+            namespace = %record.namespace, pod = %record.name,
+            "action of a previous run found done"
+        );
+    }
+
     /// Publishes an Event on a Deployment or StatefulSet.
     pub async fn workload_event(
         &self,
@@ -577,6 +663,24 @@ impl Writer {
             .await
             .map_err(|source| Error::PatchStatus { name: name.to_string(), source })?;
         Ok(())
+    }
+}
+
+/// The record of an action about to be sent (Enforce), replaced by its outcome's.
+fn pending_record(action: &Action, at: Timestamp) -> RecentAction {
+    let (namespace, name) = action.target();
+    RecentAction {
+        time: Time(at),
+        action: action.kind(),
+        mode: Mode::Enforce,
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+        uid: action.uid().to_string(),
+        node: action.node().to_string(),
+        owner: action.owner().map(|o| format!("{}/{}", o.kind, o.name)),
+        reason: action.reason().to_string(),
+        result: ActionResult::Pending,
+        detail: Some("being sent: recorded before the request".into()),
     }
 }
 

@@ -121,6 +121,11 @@ async fn serve(mut handle: Handle, world: World) -> Vec<(Method, String, Value)>
                 serde_json::to_value(policy(world.policy_mode)).expect("json")
             }
             ("DELETE", _) => pod(world.pod_uid),
+            ("PATCH", u)
+                if u.starts_with("/apis/remediator.io/v1alpha1/remediationpolicies/p/status") =>
+            {
+                serde_json::to_value(policy(world.policy_mode)).expect("json")
+            }
             (_, u) if u.contains("/events") => body.clone(),
             _ => json!({}),
         };
@@ -213,4 +218,45 @@ async fn dry_run_sends_nothing_but_events() {
     }
     assert_eq!(seen.len(), 2, "an Event on the pod and one on the policy: {seen:?}");
     assert!(metrics.encode().contains(r#"mode="DryRun",result="WouldAct"} 1"#));
+}
+
+#[tokio::test]
+async fn enforce_records_each_action_before_its_request() {
+    let (client, handle) = mock();
+    let server = tokio::spawn(serve(handle, DEAD));
+    let writer = Writer::new(client, Arc::new(Metrics::new()), None);
+    let p = policy("Enforce");
+    let v = validated(&p);
+    let committed = writer
+        .commit(Commit {
+            policy: &p,
+            validated: Some(&v),
+            actions: &[action()],
+            notices: Vec::new(),
+            fencing_notices: Vec::new(),
+            pod_notices: Vec::new(),
+            status: RemediationPolicyStatus::default(),
+            previous: None,
+            carried: Vec::new(),
+            resolved: Vec::new(),
+        })
+        .await;
+    let seen = server.await.expect("mock server");
+
+    assert_eq!(committed.outcomes[0].record.result, ActionResult::Done);
+    let status_patches: Vec<(usize, &Value)> = seen
+        .iter()
+        .enumerate()
+        .filter(|(_, (m, u, _))| m == Method::PATCH && u.contains("/remediationpolicies/p/status"))
+        .map(|(i, (_, _, body))| (i, body))
+        .collect();
+    let delete = seen.iter().position(|(m, _, _)| m == Method::DELETE).expect("a DELETE");
+    assert_eq!(status_patches.len(), 2, "{seen:?}");
+    let result = |body: &Value| body["status"]["recentActions"][0]["result"].clone();
+    // Pending before the DELETE, Done (replacing it) after.
+    assert!(status_patches[0].0 < delete, "{seen:?}");
+    assert_eq!(result(status_patches[0].1), "Pending");
+    assert!(status_patches[1].0 > delete, "{seen:?}");
+    assert_eq!(result(status_patches[1].1), "Done");
+    assert_eq!(status_patches[1].1["status"]["recentActions"].as_array().map(Vec::len), Some(1));
 }

@@ -54,6 +54,7 @@ pub fn trials() -> Vec<Trial> {
         e2e!("ll-exclude", last_look_spares_a_pod_excluded_after_the_plan),
         e2e!("ll-dry-run", last_look_spares_a_pod_whose_policy_went_dry_run),
         e2e!("ll-node-returns", last_look_skips_a_node_back_then_releases_once_dead_again),
+        e2e!("ll-killed-after-delete", an_action_is_recorded_before_it_is_taken),
     ];
     stalls.into_iter().chain(others).collect()
 }
@@ -596,6 +597,83 @@ async fn last_look_skips_a_node_back_then_releases_once_dead_again(env: &TestEnv
         "[ll-node-returns] skipped while the node was back; released {:.1}s after it died again \
          (leaseStaleFor {LEASE_STALE_FOR}s), by one DELETE",
         Timestamp::now().duration_since(died).as_secs_f64()
+    );
+    Ok(())
+}
+
+/// The operator is killed (SIGKILL) right after its DELETE is answered, before it records the
+/// outcome (the test build's hook holds it there). The status already holds the action,
+/// `Pending`: it was recorded before the request. The restarted operator finds the pod gone and
+/// records the action Done, with its Events, once; nothing is deleted twice.
+async fn an_action_is_recorded_before_it_is_taken(env: &TestEnv) -> Result<()> {
+    let cluster = shared_cluster().await?;
+    let dead = env.add_node("dead").await?;
+    running_pod_on(env, "victim", &dead).await?;
+    env.create_policy(policy_spec(env)).await?;
+    let hold_dir = cluster.dir.join(format!("hold-{}", env.name));
+    std::fs::create_dir_all(&hold_dir)?;
+    std::fs::write(hold_dir.join("hold-after-delete"), b"")?;
+    let hold_arg = hold_dir.to_str().context("hold directory path is not UTF-8")?;
+    let mut op = Operator::start_replica(cluster, env, "", &["--e2e-hold-dir", hold_arg]).await?;
+    let pod_uid = uid(&kill_and_strand(env, &dead, "victim").await?);
+    release(&hold_dir, &pod_uid)?;
+    let deleted = hold_dir.join(format!("{pod_uid}.deleted"));
+    let timeout = Duration::from_secs(LEASE_STALE_FOR as u64 + 50);
+    wait_for("the operator to hold after its DELETE", timeout, || async {
+        Ok(deleted.exists().then_some(()))
+    })
+    .await?;
+    op.kill();
+
+    let deletes = cluster.operator_pod_deletes(&env.namespace, "victim")?;
+    ensure!(deletes.len() == 1, "expected the one DELETE: {deletes:?}");
+    let status = env.policies().get(&env.name).await?.status.unwrap_or_default();
+    let before: Vec<_> = status.recent_actions.iter().filter(|a| a.uid == pod_uid).collect();
+    ensure!(
+        before.len() == 1 && before[0].result.as_str() == "Pending",
+        "the action should be recorded Pending before its request: {before:?}"
+    );
+    ensure!(
+        env.events_about("Pod", "victim", "ForceDeleted").await?.is_empty(),
+        "an Event before the kill: the hook held too late"
+    );
+
+    // A new run (it takes the leader Lease once the killed one's expires).
+    let restarted = Timestamp::now();
+    let _op = Operator::start_replica(cluster, env, "", &[]).await?;
+    let record = env
+        .wait_policy("the Pending record resolved", Duration::from_secs(40), |s| {
+            let records: Vec<_> = s.recent_actions.iter().filter(|a| a.uid == pod_uid).collect();
+            (records.len() == 1 && records[0].result.as_str() != "Pending")
+                .then(|| records[0].clone())
+        })
+        .await?;
+    let detail = record.detail.clone().unwrap_or_default();
+    ensure!(
+        record.result.as_str() == "Done" && detail.contains("previous run"),
+        "resolved as {record:?}"
+    );
+    let events = wait_for("a ForceDeleted Event on the pod", Duration::from_secs(10), || async {
+        let events = env.events_about("Pod", "victim", "ForceDeleted").await?;
+        Ok((!events.is_empty()).then_some(events))
+    })
+    .await?;
+    holds_for("one ForceDeleted Event, one record", Duration::from_secs(3), || async {
+        let events = env.events_about("Pod", "victim", "ForceDeleted").await?;
+        ensure!(events.len() == 1, "{} ForceDeleted Events", events.len());
+        let status = env.policies().get(&env.name).await?.status.unwrap_or_default();
+        let n = status.recent_actions.iter().filter(|a| a.uid == pod_uid).count();
+        ensure!(n == 1, "{n} records of the pod");
+        Ok(())
+    })
+    .await?;
+    let deletes = cluster.operator_pod_deletes(&env.namespace, "victim")?;
+    ensure!(deletes.len() == 1, "deleted again after the restart: {deletes:?}");
+    eprintln!(
+        "[ll-killed-after-delete] Pending before the DELETE; the new run resolved it Done {:.1}s \
+         after its start: {detail:?}; Event: {:?}",
+        Timestamp::now().duration_since(restarted).as_secs_f64(),
+        events[0].note
     );
     Ok(())
 }

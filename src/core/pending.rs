@@ -1,0 +1,148 @@
+//! Actions a previous run of the operator recorded as `Pending` (each request is recorded before
+//! it is sent) and never recorded the outcome of: it stopped in between. The next run resolves
+//! each from what the cluster shows now, once.
+
+use crate::crd::{ActionKind, ActionResult, RecentAction, RemediationPolicyStatus};
+
+/// What became of the pod a pending action was about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PodNow {
+    /// No longer there.
+    Gone,
+    /// There, Terminating.
+    Terminating,
+    /// There, not Terminating.
+    Present,
+}
+
+/// The records that replace the status's Pending ones: Done where the cluster shows the action
+/// took effect (the pod gone; for an eviction, the pod gone or Terminating), Skipped otherwise
+/// (this run decides again, and records what it does). Node actions are decided again from the
+/// node's own record annotation, written with the change itself.
+pub fn resolve_pending(
+    status: Option<&RemediationPolicyStatus>,
+    pod_now: impl Fn(&str) -> PodNow,
+) -> Vec<RecentAction> {
+    let Some(status) = status else { return Vec::new() };
+    status
+        .recent_actions
+        .iter()
+        .filter(|r| r.result == ActionResult::Pending)
+        .map(|r| {
+            let now = pod_now(&r.uid);
+            let (result, seen) = match (r.action, now) {
+                (ActionKind::ForceDelete | ActionKind::RemoveFinalizers, PodNow::Gone) => {
+                    (ActionResult::Done, "the pod is gone")
+                }
+                (ActionKind::Evict, PodNow::Gone | PodNow::Terminating) => {
+                    (ActionResult::Done, "the pod is evicted")
+                }
+                (ActionKind::ForceDelete | ActionKind::RemoveFinalizers | ActionKind::Evict, _) => {
+                    (ActionResult::Skipped, "the pod is still there, so this run decides again")
+                }
+                _ => (
+                    ActionResult::Skipped,
+                    "this run decides again from the node's own record (annotation \
+                     remediator.io/node-actions)",
+                ),
+            };
+            RecentAction {
+                result,
+                detail: Some(format!(
+                    "sent by a previous run of the operator, which stopped before recording its \
+                     outcome; {seen}"
+                )),
+                ..r.clone()
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    use super::*;
+    use crate::crd::Mode;
+
+    fn record(uid: &str, action: ActionKind, result: ActionResult) -> RecentAction {
+        RecentAction {
+            time: Time("2026-01-01T00:00:00Z".parse().expect("ts")),
+            action,
+            mode: Mode::Enforce,
+            namespace: "ns".into(),
+            name: uid.into(),
+            uid: uid.into(),
+            node: "n1".into(),
+            owner: None,
+            reason: "node dead".into(),
+            result,
+            detail: None,
+        }
+    }
+
+    #[test]
+    fn pending_records_resolve_by_what_the_cluster_shows() {
+        use ActionKind::*;
+        use ActionResult::*;
+        struct Row {
+            case: &'static str,
+            action: ActionKind,
+            now: PodNow,
+            want: ActionResult,
+        }
+        let rows = [
+            Row {
+                case: "force delete, pod gone",
+                action: ForceDelete,
+                now: PodNow::Gone,
+                want: Done,
+            },
+            Row {
+                case: "force delete, pod still Terminating",
+                action: ForceDelete,
+                now: PodNow::Terminating,
+                want: Skipped,
+            },
+            Row {
+                case: "eviction, pod Terminating",
+                action: Evict,
+                now: PodNow::Terminating,
+                want: Done,
+            },
+            Row {
+                case: "eviction, pod untouched",
+                action: Evict,
+                now: PodNow::Present,
+                want: Skipped,
+            },
+            Row {
+                case: "finalizers, pod gone",
+                action: RemoveFinalizers,
+                now: PodNow::Gone,
+                want: Done,
+            },
+            Row {
+                case: "cordon: the node's record decides",
+                action: Cordon,
+                now: PodNow::Gone,
+                want: Skipped,
+            },
+        ];
+        for Row { case, action, now, want } in rows {
+            let status = RemediationPolicyStatus {
+                recent_actions: vec![
+                    record("p", action, Pending),
+                    record("other", ForceDelete, Done),
+                ],
+                ..Default::default()
+            };
+            let resolved = resolve_pending(Some(&status), |_| now);
+            assert_eq!(resolved.len(), 1, "{case}");
+            assert_eq!((resolved[0].uid.as_str(), resolved[0].result), ("p", want), "{case}");
+            let detail = resolved[0].detail.clone().unwrap_or_default();
+            assert!(detail.starts_with("sent by a previous run"), "{case}: {detail}");
+        }
+        assert!(resolve_pending(None, |_| PodNow::Gone).is_empty());
+    }
+}
