@@ -55,6 +55,7 @@ pub fn trials() -> Vec<Trial> {
         e2e!("ll-dry-run", last_look_spares_a_pod_whose_policy_went_dry_run),
         e2e!("ll-node-returns", last_look_skips_a_node_back_then_releases_once_dead_again),
         e2e!("ll-killed-after-delete", an_action_is_recorded_before_it_is_taken),
+        e2e!("ll-killed-overlapping", overlapping_policies_act_once_across_a_restart),
     ];
     stalls.into_iter().chain(others).collect()
 }
@@ -675,6 +676,77 @@ async fn an_action_is_recorded_before_it_is_taken(env: &TestEnv) -> Result<()> {
         Timestamp::now().duration_since(restarted).as_secs_f64(),
         events[0].note
     );
+    Ok(())
+}
+
+/// Two overlapping Enforce policies select the same three pods on a dead node; the operator is
+/// killed right after its first DELETE and restarted. Every pod is deleted once (audit log), has
+/// one Done record across both policies' statuses, and no Pending record is left.
+async fn overlapping_policies_act_once_across_a_restart(env: &TestEnv) -> Result<()> {
+    let cluster = shared_cluster().await?;
+    let dead = env.add_node("dead").await?;
+    let names = ["p1", "p2", "p3"];
+    for name in names {
+        running_pod_on(env, name, &dead).await?;
+    }
+    let other = format!("{}-b", env.name);
+    env.create_policy(policy_spec(env)).await?;
+    env.create_named_policy(&other, policy_spec(env)).await?;
+    let hold_dir = cluster.dir.join(format!("hold-{}", env.name));
+    std::fs::create_dir_all(&hold_dir)?;
+    std::fs::write(hold_dir.join("hold-after-delete"), b"")?;
+    let hold_arg = hold_dir.to_str().context("hold directory path is not UTF-8")?;
+    let mut op = Operator::start_replica(cluster, env, "", &["--e2e-hold-dir", hold_arg]).await?;
+    env.kill_node(&dead).await?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let mut uids = Vec::new();
+    for name in names {
+        let pod_uid = uid(&env.delete_gracefully(name, 1).await?);
+        release(&hold_dir, &pod_uid)?;
+        uids.push(pod_uid);
+    }
+    let timeout = Duration::from_secs(LEASE_STALE_FOR as u64 + 50);
+    wait_for("the operator to hold after a DELETE", timeout, || async {
+        Ok(uids.iter().any(|u| hold_dir.join(format!("{u}.deleted")).exists()).then_some(()))
+    })
+    .await?;
+    op.kill();
+    let _op = Operator::start_replica(cluster, env, "", &[]).await?;
+
+    for name in names {
+        wait_for(&format!("pod {name} to be gone"), Duration::from_secs(60), || async move {
+            Ok(env.pods().get_opt(name).await?.is_none().then_some(()))
+        })
+        .await?;
+    }
+    let records =
+        wait_for("one Done record per pod, none Pending", Duration::from_secs(30), || {
+            let other = other.clone();
+            let uids = uids.clone();
+            async move {
+                let mut records = Vec::new();
+                for policy in [env.name.clone(), other] {
+                    let status = env.policies().get(&policy).await?.status.unwrap_or_default();
+                    records.extend(status.recent_actions.into_iter().map(|a| (policy.clone(), a)));
+                }
+                let done = |u: &String| {
+                    records
+                        .iter()
+                        .filter(|(_, a)| &a.uid == u && a.result.as_str() == "Done")
+                        .count()
+                };
+                let pending = records.iter().any(|(_, a)| a.result.as_str() == "Pending");
+                Ok((uids.iter().all(|u| done(u) == 1) && !pending).then_some(records))
+            }
+        })
+        .await?;
+    for name in names {
+        let deletes = cluster.operator_pod_deletes(&env.namespace, name)?;
+        ensure!(deletes.len() == 1, "{} DELETEs of {name}: {deletes:?}", deletes.len());
+    }
+    let summary: Vec<String> =
+        records.iter().map(|(p, a)| format!("{p}: {} {}", a.name, a.result.as_str())).collect();
+    eprintln!("[ll-killed-overlapping] one DELETE per pod; records {summary:?}");
     Ok(())
 }
 

@@ -36,6 +36,7 @@ pub fn trials() -> Vec<Trial> {
         e2e!("st-overlapping-budget", two_overlapping_policies_share_one_owner_budget),
         e2e!("st-zone-partition", a_zone_down_at_once_is_a_partition_not_deaths),
         e2e!("st-batch-records", each_pod_of_one_batch_has_its_own_records),
+        e2e!("st-dry-run-restart", dry_run_records_a_pod_once_across_a_restart),
     ]
 }
 
@@ -288,6 +289,33 @@ async fn each_pod_of_one_batch_has_its_own_records(env: &TestEnv) -> Result<()> 
         "[st-batch-records] 3 pods gone {released:.2}s after their due instant; 3 status records, \
          3 Events on the policy, one on each pod"
     );
+    Ok(())
+}
+
+/// DryRun records a would-be action once, also across a restart: the new run remembers the
+/// pods its policy already recorded from the status. Watched until well past the instant the
+/// new run trusts its evidence (a full window after its start) and acts.
+async fn dry_run_records_a_pod_once_across_a_restart(env: &TestEnv) -> Result<()> {
+    let cluster = shared_cluster().await?;
+    let Scenario { operator: mut op, victim: _, pod_name, pod_uid, due } =
+        one_pod_on_a_dying_node(env, "victim", "DryRun").await?;
+    env.wait_policy("a WouldAct record", until(due) + Duration::from_secs(10), |s| {
+        s.recent_actions.iter().find(|a| a.uid == pod_uid).map(|_| ())
+    })
+    .await?;
+    op.kill();
+    let _op = Operator::start(cluster, env).await?;
+    let window = Duration::from_secs(LEASE_STALE_FOR as u64 + 10);
+    holds_for("one record and one Event of the pod", window, || async {
+        let status = env.policies().get(&env.name).await?.status.unwrap_or_default();
+        let records = status.recent_actions.iter().filter(|a| a.uid == pod_uid).count();
+        ensure!(records == 1, "{records} records of the pod after the restart");
+        let events = pod_events(env, &pod_name, "WouldForceDelete").await?;
+        let count: i32 = events.iter().map(|e| e.series.as_ref().map_or(1, |s| s.count)).sum();
+        ensure!(count == 1, "{count} WouldForceDelete Events");
+        Ok(())
+    })
+    .await?;
     Ok(())
 }
 
