@@ -8,7 +8,8 @@
 //!   watches opened before the fault are silent forever: the silent Lease view suspends all
 //!   evidence until the watcher replaces it, within 60 s (the watch timeout of 55 s plus the
 //!   watcher's 5 s margin; kube's default of 290 s would hold it five minutes), and a full
-//!   evidence window later the force delete is retried and done, once.
+//!   evidence window later the force delete is retried and done, once, over connections that
+//!   add half a second of latency each way (below the request timeout: slow is not failed).
 
 use std::path::Path;
 use std::time::Duration;
@@ -90,6 +91,8 @@ async fn blackholed_connections_time_out_and_are_replaced(env: &TestEnv) -> Resu
     .await?;
     let failed_after = Timestamp::now().duration_since(blackholed).as_secs_f64();
     tokio::time::sleep(until(blackholed + SignedDuration::try_from(FULL_BLACKHOLE)?)).await;
+    // New connections pass again, on a slow network (half a second each way per chunk).
+    proxy.set_latency(Duration::from_millis(500));
     proxy.heal();
     let healed = Timestamp::now();
 
@@ -97,7 +100,9 @@ async fn blackholed_connections_time_out_and_are_replaced(env: &TestEnv) -> Resu
     // trusted (the Lease view is silent) until the watcher replaces it; the evidence window
     // restarts then, and the node is dead for the operator a full window later. Then the
     // force delete is retried on fresh connections, and done once.
-    let bound = blackholed + SignedDuration::from_secs(WATCH_STALL_BOUND + LEASE_STALE_FOR + 10);
+    // 30 s of slack for the slow network and a loaded machine: kube's default watch timeout
+    // would take 295 s before the window could even start.
+    let bound = blackholed + SignedDuration::from_secs(WATCH_STALL_BOUND + LEASE_STALE_FOR + 30);
     wait_gone(env, "early", &early_uid, until(bound)).await?;
     let gone = Timestamp::now();
     one_delete(cluster, env, "early")?;
@@ -116,8 +121,8 @@ async fn blackholed_connections_time_out_and_are_replaced(env: &TestEnv) -> Resu
         "[nf-blackhole] {opened_before} connections open before the blackhole; the force delete \
          failed (request timeout; actions_total Failed = {failed}) {failed_after:.1}s after it; \
          done {:.1}s after it (bound {}s: watch replaced within {WATCH_STALL_BOUND}s, then a \
-         {LEASE_STALE_FOR}s evidence window), {:.1}s after new connections passed again; one \
-         DELETE, records {records:?}",
+         {LEASE_STALE_FOR}s evidence window), {:.1}s after new connections passed again (500 ms \
+         latency); one DELETE, records {records:?}",
         gone.duration_since(blackholed).as_secs_f64(),
         bound.duration_since(blackholed).as_secs(),
         gone.duration_since(healed).as_secs_f64(),

@@ -1,6 +1,7 @@
 //! A TCP fault proxy on loopback between an operator and the API server: it passes bytes both
-//! ways, and on demand blackholes connections (stops forwarding while keeping them open, as a
-//! half-open connection or a network silently dropping packets does) or cuts them.
+//! ways, with an added latency if asked, and on demand blackholes connections (stops forwarding
+//! while keeping them open, as a half-open connection or a network silently dropping packets
+//! does) or cuts them.
 //!
 //! Our own, on tokio, rather than a Go tool such as toxiproxy: the three faults the tests need
 //! take a hundred lines here, where toxiproxy would be one more binary to build from its module
@@ -32,6 +33,8 @@ struct Shared {
     /// Whether connections accepted from now on are blackholed from their first byte.
     blackhole_new: bool,
     connections: Vec<watch::Sender<Flow>>,
+    /// Added before each chunk is passed on, in both directions, on every connection.
+    latency: std::time::Duration,
 }
 
 /// A running proxy; dropping it cuts every connection and stops listening.
@@ -64,6 +67,11 @@ impl FaultProxy {
     /// connection does until its owner gives up on it.
     pub fn heal(&self) {
         self.lock().blackhole_new = false;
+    }
+
+    /// Delays every chunk passed on from now on by `latency` (zero: none).
+    pub fn set_latency(&self, latency: std::time::Duration) {
+        self.lock().latency = latency;
     }
 
     /// Closes every open connection.
@@ -126,27 +134,41 @@ async fn accept_loop(listener: TcpListener, upstream: SocketAddr, shared: Arc<Mu
         };
         let (client_read, client_write) = client.into_split();
         let (server_read, server_write) = server.into_split();
-        tokio::spawn(pump(client_read, server_write, flow.clone()));
-        tokio::spawn(pump(server_read, client_write, flow));
+        tokio::spawn(pump(client_read, server_write, flow.clone(), shared.clone()));
+        tokio::spawn(pump(server_read, client_write, flow, shared.clone()));
     }
 }
 
 /// Copies `from` to `to` while the flow passes; swallows what arrives while blackholed; ends
-/// (closing its half) when either side closes or the connection is cut.
+/// (closing its half) when either side closes or the connection is cut. With a latency, each
+/// chunk is passed on that long after it arrived, without holding back the ones behind it (a
+/// delay line, not a slower link).
 async fn pump(
     mut from: tokio::net::tcp::OwnedReadHalf,
-    mut to: tokio::net::tcp::OwnedWriteHalf,
+    to: tokio::net::tcp::OwnedWriteHalf,
     mut flow: watch::Receiver<Flow>,
+    shared: Arc<Mutex<Shared>>,
 ) {
+    let (line, mut due) = tokio::sync::mpsc::unbounded_channel::<(tokio::time::Instant, Vec<u8>)>();
+    let writer = tokio::spawn(async move {
+        let mut to = to;
+        while let Some((at, chunk)) = due.recv().await {
+            tokio::time::sleep_until(at).await;
+            if to.write_all(&chunk).await.is_err() {
+                return;
+            }
+        }
+    });
     let mut buf = vec![0u8; 16 * 1024];
     loop {
         let n = tokio::select! {
             read = from.read(&mut buf) => match read {
-                Ok(0) | Err(_) => return,
+                Ok(0) | Err(_) => break,
                 Ok(n) => n,
             },
             changed = flow.changed() => {
                 if changed.is_err() || *flow.borrow() == Flow::Cut {
+                    writer.abort();
                     return;
                 }
                 continue;
@@ -155,12 +177,19 @@ async fn pump(
         let current = *flow.borrow();
         match current {
             Flow::Pass => {
-                if to.write_all(&buf[..n]).await.is_err() {
-                    return;
+                let latency = shared.lock().unwrap_or_else(|e| e.into_inner()).latency;
+                if line.send((tokio::time::Instant::now() + latency, buf[..n].to_vec())).is_err() {
+                    break;
                 }
             }
             Flow::Blackholed => {}
-            Flow::Cut => return,
+            Flow::Cut => {
+                writer.abort();
+                return;
+            }
         }
     }
+    // The reading side closed: what is in the line still goes out, then the write half closes.
+    drop(line);
+    let _ = writer.await;
 }
