@@ -37,6 +37,7 @@ pub fn trials() -> Vec<Trial> {
         e2e!("st-zone-partition", a_zone_down_at_once_is_a_partition_not_deaths),
         e2e!("st-batch-records", each_pod_of_one_batch_has_its_own_records),
         e2e!("st-dry-run-restart", dry_run_records_a_pod_once_across_a_restart),
+        e2e!("st-finalizer-restart", a_pod_a_finalizer_holds_is_never_force_deleted),
     ]
 }
 
@@ -316,6 +317,68 @@ async fn dry_run_records_a_pod_once_across_a_restart(env: &TestEnv) -> Result<()
         Ok(())
     })
     .await?;
+    Ok(())
+}
+
+/// A pod on a dead node that a finalizer holds: a force delete would not remove it, so it is
+/// never sent, before or after an operator restart (audit log: no DELETE; no record); `plan`
+/// names the finalizer.
+async fn a_pod_a_finalizer_holds_is_never_force_deleted(env: &TestEnv) -> Result<()> {
+    let cluster = shared_cluster().await?;
+    let victim = env.add_node("victim").await?;
+    env.create_policy(policy_spec("Enforce")).await?;
+    let mut op = Operator::start(cluster, env).await?;
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": { "name": "held", "finalizers": ["example.com/keep"] },
+        "spec": {
+            "nodeName": victim,
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{ "name": "app", "image": "registry.invalid/app:v1" }],
+        },
+    }))?;
+    env.pods().create(&PostParams::default(), &pod).await?;
+    let result = held_pod_scenario(env, &victim, &mut op).await;
+    let release = json!({ "metadata": { "finalizers": null } });
+    env.pods().patch("held", &PatchParams::default(), &Patch::Merge(&release)).await?;
+    result
+}
+
+async fn held_pod_scenario(env: &TestEnv, victim: &str, op: &mut Operator) -> Result<()> {
+    let cluster = shared_cluster().await?;
+    wait_for("pod held to run", Duration::from_secs(60), || async {
+        Ok(env.pods().get_opt("held").await?.filter(crate::support::env::pod_is_ready))
+    })
+    .await?;
+    env.kill_node(victim).await?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let terminating = env.delete_gracefully("held", 1).await?;
+    let due = due_instant(env, victim, &terminating).await?;
+    let untouched = || async {
+        let writes = operator_mutations(env).await?;
+        ensure!(writes.is_empty(), "the operator wrote to the held pod: {writes:?}");
+        let status = env.policies().get(&env.name).await?.status.unwrap_or_default();
+        ensure!(status.recent_actions.is_empty(), "records: {:?}", status.recent_actions);
+        Ok(())
+    };
+    holds_for("no DELETE of the held pod", until(due) + Duration::from_secs(5), untouched).await?;
+    let plan: serde_json::Value = serde_json::from_str(&run_plan(env, true).await?)?;
+    let held = plan[0]["notActing"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|w| w["pod"] == "held")
+        .cloned()
+        .unwrap_or_default();
+    ensure!(
+        held["code"] == "HeldByFinalizers"
+            && held["reason"].as_str().is_some_and(|r| r.contains("example.com/keep")),
+        "plan should say a finalizer holds it: {plan:#}"
+    );
+    // A new run trusts evidence a full window after its start; watched past that.
+    op.kill();
+    *op = Operator::start(cluster, env).await?;
+    let window = Duration::from_secs(LEASE_STALE_FOR as u64 + 10);
+    holds_for("no DELETE after the restart either", window, untouched).await?;
     Ok(())
 }
 
