@@ -125,6 +125,21 @@ pub struct Metrics {
     pub caches_synced: Gauge,
     /// 1 while this replica holds the leader Lease (or leader election is off) and may act.
     pub leader: Gauge,
+    /// The process's resident memory now and at its peak (Linux: VmRSS and VmHWM of
+    /// /proc/self/status), read at each scrape.
+    pub resident_memory: Gauge,
+    pub peak_resident_memory: Gauge,
+}
+
+/// VmRSS and VmHWM, in bytes, from the text of /proc/<pid>/status (they are in kB there).
+fn memory_from_proc_status(status: &str) -> (Option<i64>, Option<i64>) {
+    let field = |name: &str| {
+        status.lines().find_map(|l| {
+            let kb = l.strip_prefix(name)?.trim().strip_suffix("kB")?.trim();
+            kb.parse::<i64>().ok().map(|kb| kb * 1024)
+        })
+    };
+    (field("VmRSS:"), field("VmHWM:"))
 }
 
 fn delay_histogram() -> Histogram {
@@ -158,6 +173,8 @@ impl Metrics {
             cached_terminating_pods: Gauge::default(),
             caches_synced: Gauge::default(),
             leader: Gauge::default(),
+            resident_memory: Gauge::default(),
+            peak_resident_memory: Gauge::default(),
             registry: Registry::default(),
         };
         Metrics { registry: m.register(), ..m }
@@ -243,11 +260,26 @@ impl Metrics {
             "1 while this replica holds the leader Lease (or leader election is off) and may act",
             m.leader.clone(),
         );
+        r.register(
+            "resident_memory_bytes",
+            "The process's resident memory (VmRSS), read at each scrape",
+            m.resident_memory.clone(),
+        );
+        r.register(
+            "peak_resident_memory_bytes",
+            "The process's peak resident memory since it started (VmHWM), read at each scrape",
+            m.peak_resident_memory.clone(),
+        );
         r
     }
 
     /// The OpenMetrics text exposition of every metric.
     pub fn encode(&self) -> String {
+        if let Ok(status) = std::fs::read_to_string("/proc/self/status") {
+            let (rss, peak) = memory_from_proc_status(&status);
+            self.resident_memory.set(rss.unwrap_or(0));
+            self.peak_resident_memory.set(peak.unwrap_or(0));
+        }
         let mut out = String::new();
         if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
             out.clear();
@@ -368,5 +400,14 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("# EOF"), "{text}");
+    }
+
+    #[test]
+    fn memory_is_read_from_proc_status() {
+        let status = "Name:\tkube-remediator\nVmHWM:\t   20480 kB\nVmRSS:\t   10240 kB\n";
+        assert_eq!(memory_from_proc_status(status), (Some(10 << 20), Some(20 << 20)));
+        assert_eq!(memory_from_proc_status("Name:\tx\n"), (None, None));
+        let live = Metrics::new().encode();
+        assert!(live.contains("kube_remediator_resident_memory_bytes "), "{live}");
     }
 }

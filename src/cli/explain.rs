@@ -171,7 +171,8 @@ fn node_facts(observed: &Observed, node: &str) -> Value {
 
 /// Why a Terminating pod on a Ready node is still there (field incident 3); `null` otherwise.
 fn diagnosis(pod: &Pod, observed: &Observed, node: &str, now: Timestamp) -> Value {
-    let Some(record) = crate::adapters::pod_record(pod) else { return Value::Null };
+    let watched = crate::adapters::WatchedPod::from(pod);
+    let Some(record) = crate::adapters::pod_record(&watched) else { return Value::Null };
     if let Some(since) = record.view.stale_ready_since {
         return json!({ "cause": "StaleReadiness", "summary": format!(
             "Ready=False since {since} although every container is ready: the node lifecycle \

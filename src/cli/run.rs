@@ -21,6 +21,7 @@ use super::{ConnectionArgs, StormArgs};
 use crate::controllers::kinds::{WATCHED, spawn_watches};
 use crate::controllers::policy::{self, Context};
 use crate::controllers::state::ClusterState;
+use crate::controllers::watch::InitialLists;
 use crate::crd::RemediationPolicy;
 use crate::http::{self, Health};
 use crate::leader::{self, Ended, LeaderElection, Leadership};
@@ -79,6 +80,12 @@ pub struct Args {
     )]
     lease_duration: u64,
 
+    /// How the watches get the cluster's current state: `streaming` (the API server's WatchList,
+    /// objects one at a time: the least memory) or `paged` (lists of 100). Without it: streaming
+    /// on Kubernetes 1.32 and 1.34 onwards, where the API server streams by default.
+    #[arg(long, value_enum, value_name = "HOW", env = "KUBE_REMEDIATOR_INITIAL_LISTS")]
+    initial_lists: Option<InitialLists>,
+
     #[command(flatten)]
     storm: StormArgs,
 
@@ -99,7 +106,22 @@ pub async fn run(conn: &ConnectionArgs, args: Args) -> Result<ExitCode> {
     let (trigger_tx, trigger_rx) = tokio::sync::watch::channel(0u64);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
 
-    let watches = spawn_watches(client.clone(), state.clone(), trigger_tx, metrics.clone());
+    let lists = match args.initial_lists {
+        Some(lists) => lists,
+        None => match client.apiserver_version().await {
+            Ok(v) => InitialLists::for_server(&v.major, &v.minor),
+            Err(e) => {
+                warn!(error = %e, "cannot read the API server's version: paged lists");
+                InitialLists::Paged
+            }
+        },
+    };
+    info!(
+        initial_lists = lists.as_str(),
+        "watches get the current state by {} lists",
+        lists.as_str()
+    );
+    let watches = spawn_watches(client.clone(), state.clone(), trigger_tx, metrics.clone(), lists);
 
     let instance = args.instance.clone().or_else(|| {
         std::fs::read_to_string("/proc/sys/kernel/hostname").ok().map(|h| h.trim().to_string())

@@ -13,7 +13,7 @@ use futures::future::BoxFuture;
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolumeClaim};
 use kube::api::{Api, ListParams};
 use kube::{Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
@@ -21,8 +21,10 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::state::{Change, ClusterState, WatchedKind};
-use super::watch::{SharedState, WatchCtx, spawn};
-use crate::adapters::{NODE_LEASE_NAMESPACE, deployment_view, replica_set_view, stateful_set_view};
+use super::watch::{InitialLists, SharedState, WatchCtx, spawn};
+use crate::adapters::{
+    NODE_LEASE_NAMESPACE, WatchedPod, deployment_view, replica_set_view, stateful_set_view,
+};
 use crate::metrics::Metrics;
 
 /// One watched kind: where its objects are, and what each one does to the state.
@@ -71,7 +73,7 @@ impl Watched for Lease {
     }
 }
 
-impl Watched for Pod {
+impl Watched for WatchedPod {
     const KIND: WatchedKind = WatchedKind::Pod;
     fn apply(state: &mut ClusterState, obj: &Self, _: Timestamp) -> Change {
         state.apply_pod(obj)
@@ -177,7 +179,7 @@ impl<K: Watched> KindOps for Ops<K> {
         Box::pin(async move {
             let api = K::api(client);
             state.list_started(K::KIND);
-            let mut lp = ListParams::default().limit(500);
+            let mut lp = ListParams::default().limit(super::watch::PAGE_SIZE);
             let mut version = None;
             loop {
                 let page = api.list(&lp).await?;
@@ -203,8 +205,9 @@ pub fn spawn_watches(
     state: SharedState,
     trigger: watch::Sender<u64>,
     metrics: Arc<Metrics>,
+    lists: InitialLists,
 ) -> Vec<JoinHandle<()>> {
-    let ctx = WatchCtx { state, trigger, metrics };
+    let ctx = WatchCtx { state, trigger, metrics, lists };
     WATCHED.iter().map(|kind| kind.spawn_watch(client.clone(), ctx.clone())).collect()
 }
 
@@ -212,7 +215,7 @@ pub fn spawn_watches(
 pub static WATCHED: [&dyn KindOps; 8] = [
     &Ops::<Node>(PhantomData),
     &Ops::<Lease>(PhantomData),
-    &Ops::<Pod>(PhantomData),
+    &Ops::<WatchedPod>(PhantomData),
     &Ops::<Namespace>(PhantomData),
     &Ops::<PersistentVolumeClaim>(PhantomData),
     &Ops::<Deployment>(PhantomData),

@@ -91,7 +91,8 @@ pub async fn run(
         trigger.clone(),
     ));
     let api: Api<RemediationPolicy> = Api::all(client);
-    let mut config = super::watch::watch_config();
+    // A handful of policies: a paged list works on every API server.
+    let mut config = super::watch::watch_config(super::watch::InitialLists::Paged);
     if let Some(selector) = policy_selector {
         config = config.labels(&selector);
     }

@@ -12,9 +12,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolumeClaim};
 
-use crate::adapters::{PodRecord, node_view, pod_record};
+use crate::adapters::{PodRecord, WatchedPod, node_view, pod_record};
 use crate::core::rollouts::{
     ReplicaSetView, RolloutAnalysis, WorkloadKind, WorkloadRef, WorkloadView, blocked_rollouts,
 };
@@ -273,7 +273,7 @@ impl ClusterState {
     }
 
     /// A pod was added or changed: kept only while Terminating.
-    pub fn apply_pod(&mut self, pod: &Pod) -> Change {
+    pub fn apply_pod(&mut self, pod: &WatchedPod) -> Change {
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         match pod_record(pod) {
             Some(record) => self.pods.put(uid, record),
@@ -572,7 +572,7 @@ mod tests {
     #[test]
     fn only_terminating_pods_and_rwo_claims_are_kept() {
         let mut s = synced(0, &[]);
-        let pod = |deleting: bool| -> Pod {
+        let pod = |deleting: bool| -> WatchedPod {
             let mut meta = serde_json::json!({"name": "p", "namespace": "ns", "uid": "u1"});
             if deleting {
                 meta["deletionTimestamp"] = "2026-01-01T00:00:00Z".into();

@@ -27,6 +27,41 @@ pub struct WatchCtx {
     /// Bumped when a change can alter a decision.
     pub trigger: watch::Sender<u64>,
     pub metrics: Arc<Metrics>,
+    /// How each watch gets its initial state.
+    pub lists: InitialLists,
+}
+
+/// How a watch gets the current state before following changes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, strum::IntoStaticStr)]
+#[strum(serialize_all = "kebab-case")]
+pub enum InitialLists {
+    /// Streamed by the watch itself (`sendInitialEvents`, the API server's WatchList feature):
+    /// objects arrive one at a time, so none of a list's pages is ever held whole.
+    Streaming,
+    /// Listed in pages of [`PAGE_SIZE`] objects, then watched.
+    Paged,
+}
+
+/// Objects per page of a paged list: a page is read and decoded whole, and a realistic pod
+/// weighs 7 to 17 KB of JSON. 500 (the client default) held about 8 MB at once and raised the
+/// peak resident memory by 30 MiB at 3,000 pods; 100 by 11 MiB.
+pub const PAGE_SIZE: u32 = 100;
+
+impl InitialLists {
+    /// Streaming where the API server streams by default: Kubernetes 1.32, and 1.34 onwards
+    /// (the WatchList feature was off by default in 1.33 and before 1.32); paged elsewhere.
+    pub fn for_server(major: &str, minor: &str) -> InitialLists {
+        let minor: u32 = minor.trim_end_matches('+').parse().unwrap_or(0);
+        match (major, minor) {
+            ("1", 32) => InitialLists::Streaming,
+            ("1", m) if m >= 34 => InitialLists::Streaming,
+            _ => InitialLists::Paged,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
 }
 
 /// How long the API server keeps one watch request open (`timeoutSeconds`) before the watcher
@@ -38,8 +73,12 @@ pub struct WatchCtx {
 pub const WATCH_TIMEOUT_SECS: u32 = 55;
 
 /// The watcher configuration every watch of the operator uses.
-pub fn watch_config() -> watcher::Config {
-    watcher::Config::default().timeout(WATCH_TIMEOUT_SECS)
+pub fn watch_config(lists: InitialLists) -> watcher::Config {
+    let config = watcher::Config::default().timeout(WATCH_TIMEOUT_SECS).page_size(PAGE_SIZE);
+    match lists {
+        InitialLists::Streaming => config.streaming_lists(),
+        InitialLists::Paged => config,
+    }
 }
 
 /// Starts one kind's watch: `apply` and `delete` say what its objects do to the state.
@@ -53,7 +92,7 @@ pub fn spawn<K>(
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
-    let stream = watcher::watcher(api, watch_config()).default_backoff();
+    let stream = watcher::watcher(api, watch_config(ctx.lists)).default_backoff();
     tokio::spawn(consume(stream, kind, ctx, apply, delete))
 }
 
@@ -104,4 +143,25 @@ pub fn trigger_stream(rx: watch::Receiver<u64>) -> impl Stream<Item = ()> + Send
         rx.borrow_and_update();
         Some(((), rx))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_stream_where_the_api_server_streams_by_default() {
+        let table = [
+            ("1", "31", InitialLists::Paged),
+            ("1", "32", InitialLists::Streaming),
+            ("1", "33", InitialLists::Paged),
+            ("1", "34", InitialLists::Streaming),
+            ("1", "36+", InitialLists::Streaming),
+            ("1", "", InitialLists::Paged),
+            ("2", "0", InitialLists::Paged),
+        ];
+        for (major, minor, want) in table {
+            assert_eq!(InitialLists::for_server(major, minor), want, "{major}.{minor}");
+        }
+    }
 }

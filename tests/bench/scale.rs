@@ -10,7 +10,8 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
+use kube_remediator::adapters::WatchedPod;
 use kube_remediator::controllers::state::{ClusterState, WatchedKind};
 use kube_remediator::core::{plan, validate};
 use kube_remediator::crd::RemediationPolicySpec;
@@ -49,7 +50,7 @@ fn node(i: usize, now: Timestamp, dead: bool) -> Node {
     .expect("node")
 }
 
-fn pod(i: usize, now: Timestamp, terminating: bool) -> Pod {
+fn pod(i: usize, now: Timestamp, terminating: bool) -> WatchedPod {
     let mut meta = json!({
         "name": format!("app-{}-{i:06}", i % 500), "namespace": format!("ns-{}", i % 200),
         "uid": format!("00000000-0000-0000-0000-{i:012}"),

@@ -5,7 +5,7 @@
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 
 use crate::core::rollouts::{ReplicaSetView, WorkloadKind, WorkloadView};
 use crate::core::{
@@ -15,6 +15,11 @@ use crate::crd::{
     CONTROL_PLANE_LABELS, EXCLUDE_ANNOTATION, NODE_ACTIONS_ANNOTATION, OTHER_REMEDIATORS,
     REARM_ANNOTATION, RemediationPolicy,
 };
+
+mod watched_pod;
+
+use watched_pod::WatchedVolume;
+pub use watched_pod::{MIRROR_ANNOTATION, WatchedPod};
 
 /// The namespace where kubelets keep their heartbeat Leases.
 pub const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
@@ -160,7 +165,7 @@ pub struct PodRecord {
 
 /// The compact record of a pod, or `None` when the pod is neither Terminating nor left
 /// Ready=False with every container ready (the operator keeps nothing about other pods).
-pub fn pod_record(pod: &Pod) -> Option<PodRecord> {
+pub fn pod_record(pod: &WatchedPod) -> Option<PodRecord> {
     let meta = &pod.metadata;
     let deletion = meta.deletion_timestamp.as_ref().map(|t| t.0);
     let stale_ready_since = match deletion {
@@ -197,10 +202,7 @@ pub fn pod_record(pod: &Pod) -> Option<PodRecord> {
             owner,
             deletion_timestamp: deletion,
             deletion_grace_seconds: meta.deletion_grace_period_seconds,
-            is_mirror: meta
-                .annotations
-                .as_ref()
-                .is_some_and(|a| a.contains_key("kubernetes.io/config.mirror")),
+            is_mirror: meta.annotations.as_ref().is_some_and(|a| a.contains_key(MIRROR_ANNOTATION)),
             has_rwo_volume: volumes.iter().any(single_writer_inline),
             excluded: excluded(meta.annotations.as_ref()),
             phase: pod.status.as_ref().and_then(|s| s.phase.clone()),
@@ -216,7 +218,7 @@ pub fn pod_record(pod: &Pod) -> Option<PodRecord> {
 /// An inline volume of a kind only one node can write at a time (a cloud or network block
 /// device named in the pod itself, not through a claim): such a pod needs fencing like one with
 /// a ReadWriteOnce claim.
-fn single_writer_inline(v: &k8s_openapi::api::core::v1::Volume) -> bool {
+fn single_writer_inline(v: &WatchedVolume) -> bool {
     v.aws_elastic_block_store.is_some()
         || v.gce_persistent_disk.is_some()
         || v.azure_disk.is_some()
@@ -233,7 +235,7 @@ fn single_writer_inline(v: &k8s_openapi::api::core::v1::Volume) -> bool {
 
 /// For a running pod whose Ready condition is False while every container reports ready: when
 /// the condition went False (`Timestamp::UNIX_EPOCH` when it says nothing). `None` otherwise.
-fn stale_ready_since(pod: &Pod) -> Option<jiff::Timestamp> {
+fn stale_ready_since(pod: &WatchedPod) -> Option<jiff::Timestamp> {
     let status = pod.status.as_ref()?;
     if status.phase.as_deref() != Some("Running") {
         return None;
@@ -247,7 +249,7 @@ fn stale_ready_since(pod: &Pod) -> Option<jiff::Timestamp> {
 }
 
 /// The names of the pod's containers whose status says running.
-fn running_containers(pod: &Pod) -> Vec<String> {
+fn running_containers(pod: &WatchedPod) -> Vec<String> {
     let statuses = pod.status.as_ref().and_then(|s| s.container_statuses.as_ref());
     statuses
         .into_iter()
@@ -363,13 +365,13 @@ mod tests {
 
     #[test]
     fn pod_records_only_terminating_pods() {
-        let running: Pod = serde_json::from_value(serde_json::json!({
+        let running: WatchedPod = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "p", "namespace": "ns", "uid": "u1"}
         }))
         .expect("valid pod");
         assert!(pod_record(&running).is_none());
 
-        let terminating: Pod = serde_json::from_value(serde_json::json!({
+        let terminating: WatchedPod = serde_json::from_value(serde_json::json!({
             "metadata": {
                 "name": "web-0", "namespace": "ns", "uid": "u2",
                 "deletionTimestamp": "2026-01-01T00:00:30Z", "deletionGracePeriodSeconds": 30,
@@ -399,7 +401,7 @@ mod tests {
     #[test]
     fn single_writer_volumes_need_fencing_whatever_their_kind() {
         let with = |volume: serde_json::Value| -> PodRecord {
-            let pod: Pod = serde_json::from_value(serde_json::json!({
+            let pod: WatchedPod = serde_json::from_value(serde_json::json!({
                 "metadata": {"name": "db-0", "namespace": "ns", "uid": "u",
                              "deletionTimestamp": "2026-01-01T00:00:30Z"},
                 "spec": {"nodeName": "n1", "containers": [], "volumes": [volume]}
