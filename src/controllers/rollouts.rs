@@ -30,9 +30,13 @@ pub async fn run(
     let mut reported = Reported::new();
     loop {
         let now = crate::clock::now();
+        // Only from a view that can be trusted: every watch listed, and the Lease view neither
+        // silent nor failed (a blind watch, say on a connection the network dropped, would
+        // show live nodes as gone and their pods as blocking). Meanwhile the last report stands.
         let analysis = {
             let state = state.read().unwrap_or_else(|e| e.into_inner());
-            if !state.synced() { None } else { Some(state.rollout_analysis(now)) }
+            let trusted = state.synced() && state.evidence_since(now).is_ok();
+            trusted.then(|| state.rollout_analysis(now))
         };
         let mut wait = Duration::from_secs(3600);
         if let Some(analysis) = analysis {
