@@ -514,9 +514,12 @@ impl Writer {
             note.push_str(&format!(" ({detail})"));
         }
         let reference = pod_reference(&fd.namespace, &fd.name, &fd.uid);
-        self.event(&reference, EventType::Warning, reason, "ForceDelete", note.clone()).await;
         let policy_note = format!("pod {}/{}: {note}", fd.namespace, fd.name);
-        self.policy_event_on(policy, reference, reason, "ForceDelete", policy_note).await;
+        // Both at once: the next actions of the batch wait for this one's Events.
+        tokio::join!(
+            self.event(&reference, EventType::Warning, reason, "ForceDelete", note),
+            self.policy_event_on(policy, reference.clone(), reason, "ForceDelete", policy_note),
+        );
     }
 
     /// The Events, log line and metric of an action a previous run took and did not record,
