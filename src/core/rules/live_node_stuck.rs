@@ -7,7 +7,7 @@
 
 use jiff::Timestamp;
 
-use super::release::Gate;
+use super::release::{Gate, finalizer_gate};
 use crate::core::duration::{add, format_duration};
 use crate::core::node::NodeSummary;
 use crate::core::observed::{NodeObservation, OwnerKey, PodView};
@@ -87,32 +87,6 @@ pub fn gate(
         },
     };
     (gate, Some(stuck))
-}
-
-/// A pod held by the finalizers `names`, releasable from `due`: the allowlisted ones are
-/// removed when no other one holds it; otherwise it is reported as held.
-pub fn finalizer_gate(
-    names: &[String],
-    policy: &ValidatedPolicy,
-    due: Timestamp,
-    now: Timestamp,
-    why: impl FnOnce() -> String,
-) -> Gate {
-    let (removable, others): (Vec<String>, Vec<String>) =
-        names.iter().cloned().partition(|f| policy.finalizers.removable.contains(f));
-    if removable.is_empty() || !others.is_empty() {
-        let held = if others.is_empty() { removable } else { others };
-        return Gate::Blocked(NotEligible::HeldByFinalizers { names: held }, None);
-    }
-    if now < due {
-        return Gate::Blocked(NotEligible::HeldByFinalizers { names: removable }, Some(due));
-    }
-    Gate::RemoveFinalizers {
-        threshold: due,
-        reason: format!("{}; removable (finalizers.removable)", why()),
-        remove: removable,
-        current: names.to_vec(),
-    }
 }
 
 #[cfg(test)]
