@@ -165,6 +165,25 @@ impl Cluster {
 
     /// Like [`Cluster::start`], configured by `options`.
     pub async fn start_with(dir: &Path, options: ClusterOptions) -> Result<Cluster> {
+        // Free ports are picked before the components bind them, and an outgoing connection
+        // can take one in between (seen: etcd's peer port, with three control planes starting
+        // at once). A start that fails is retried, on new ports.
+        let mut attempt = 1;
+        loop {
+            match Self::start_once(dir, options.clone()).await {
+                Ok(cluster) => return Ok(cluster),
+                Err(e) if attempt < 3 => {
+                    eprintln!(
+                        "[cluster] start failed (attempt {attempt}): {e:#}; again on new ports"
+                    );
+                    attempt += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    async fn start_once(dir: &Path, options: ClusterOptions) -> Result<Cluster> {
         let started = Instant::now();
         let bin = TestBin::locate()?;
         for name in ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"]
@@ -254,11 +273,18 @@ impl Cluster {
         cluster.spawn("kube-apiserver", &apiserver_args)?;
 
         let client = cluster.client().await?;
+        // A component that exited (etcd that could not bind its port, say) ends the wait at once.
         wait_for("the API server to serve the default namespace", Duration::from_secs(90), || {
             let client = client.clone();
-            async move { Ok(Api::<Namespace>::all(client).get_opt("default").await?.map(|_| ())) }
+            let exited = cluster.check_alive().err();
+            async move {
+                if let Some(e) = exited {
+                    return Ok(Some(Err(e)));
+                }
+                Ok(Api::<Namespace>::all(client).get_opt("default").await?.map(|_| Ok(())))
+            }
         })
-        .await?;
+        .await??;
 
         let kc = p(&kubeconfig);
         let mut kcm_args: Vec<String> = vec![
