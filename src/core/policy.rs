@@ -587,7 +587,7 @@ mod tests {
             let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
             let text = std::fs::read_to_string(&path)
                 .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-            let policy: crate::crd::RemediationPolicy = serde_yaml::from_str(&text)
+            let policy: crate::crd::RemediationPolicy = yaml_serde::from_str(&text)
                 .unwrap_or_else(|e| panic!("{file} is not a RemediationPolicy: {e}"));
             assert_eq!(policy.metadata.namespace, None, "{file}: policies are cluster-scoped");
             assert!(policy.metadata.name.is_some(), "{file} has no metadata.name");

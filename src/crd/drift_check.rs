@@ -88,7 +88,7 @@ fn crd_files_match_the_types() {
 #[test]
 fn dry_run_audit_example_is_the_default_policy() {
     let text = std::fs::read_to_string(repo_root().join(EXAMPLES[0])).expect("dry-run-audit.yaml");
-    let policy: RemediationPolicy = serde_yaml::from_str(&text).expect("a RemediationPolicy");
+    let policy: RemediationPolicy = yaml_serde::from_str(&text).expect("a RemediationPolicy");
     assert_eq!(policy.spec, super::RemediationPolicySpec::default());
 }
 
@@ -97,7 +97,7 @@ fn examples_apply_with_the_crd_api_version_and_kind() {
     use kube::Resource;
     for file in EXAMPLES {
         let text = std::fs::read_to_string(repo_root().join(file)).expect("example");
-        let value: serde_yaml::Value = serde_yaml::from_str(&text).expect("YAML");
+        let value: yaml_serde::Value = yaml_serde::from_str(&text).expect("YAML");
         assert_eq!(
             value["apiVersion"].as_str(),
             Some(RemediationPolicy::api_version(&()).as_ref()),

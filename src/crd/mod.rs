@@ -540,7 +540,7 @@ pub use status::{
 /// The CustomResourceDefinition as YAML, as applied by Helm and `kubectl apply`.
 pub fn crd_yaml() -> String {
     // Serializing a CRD (strings, maps, lists) to YAML cannot fail.
-    serde_yaml::to_string(&RemediationPolicy::crd()).unwrap_or_default()
+    yaml_serde::to_string(&RemediationPolicy::crd()).unwrap_or_default()
 }
 
 #[cfg(test)]

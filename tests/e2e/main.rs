@@ -13,6 +13,7 @@ mod control_plane;
 mod explain;
 mod faults;
 mod fixtures;
+mod image;
 mod leader;
 mod live_node;
 mod network;
@@ -51,6 +52,7 @@ fn main() {
         rollouts::trials(),
         stale_readiness::trials(),
         chart::trials(),
+        image::trials(),
         leader::trials(),
     ]
     .into_iter()

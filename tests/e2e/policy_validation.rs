@@ -101,7 +101,7 @@ fn example(stem: &str) -> Result<Value> {
     let path = repo_root().join("deploy/examples").join(format!("{stem}.yaml"));
     let text =
         std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    serde_yaml::from_str(&text).with_context(|| format!("parsing {}", path.display()))
+    yaml_serde::from_str(&text).with_context(|| format!("parsing {}", path.display()))
 }
 
 /// The spec the Rust types make of `spec` (serde defaults for absent fields), as JSON.

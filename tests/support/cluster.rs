@@ -93,12 +93,23 @@ impl TestBin {
     /// Finds the binaries: `$KUBE_REMEDIATOR_TESTBIN` if set, otherwise runs `tools/testbin`,
     /// which builds whatever is missing (showing its progress) and prints the directory.
     pub fn locate() -> Result<TestBin> {
-        if let Ok(dir) = std::env::var("KUBE_REMEDIATOR_TESTBIN") {
+        Self::locate_set("KUBE_REMEDIATOR_TESTBIN", &[])
+    }
+
+    /// The release tools (crane, promtool): `$KUBE_REMEDIATOR_SHIPBIN` if set, otherwise
+    /// `tools/testbin ship`, which builds them on first use.
+    pub fn locate_ship() -> Result<TestBin> {
+        Self::locate_set("KUBE_REMEDIATOR_SHIPBIN", &["ship"])
+    }
+
+    fn locate_set(variable: &str, args: &[&str]) -> Result<TestBin> {
+        if let Ok(dir) = std::env::var(variable) {
             return Ok(TestBin { dir: PathBuf::from(dir) });
         }
         let script = repo_root().join("tools/testbin");
         let out = Command::new("bash")
             .arg(&script)
+            .args(args)
             .stderr(Stdio::inherit())
             .output()
             .with_context(|| format!("running {}", script.display()))?;
@@ -589,11 +600,16 @@ pub fn free_port() -> Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
-/// Writes at Metadata level (who, what, when), reads and kwok's heartbeats not at all.
+/// Writes at Metadata level (who, what, when), reads and kwok's heartbeats not at all. The first
+/// rule records every request, reads too, of the service accounts of the namespace `measured`,
+/// as which `tests/bench/rss.rs` runs the processes it measures, to count their LISTs and
+/// WATCHes; no test uses that namespace.
 const AUDIT_POLICY: &str = r#"apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived"]
 rules:
+- level: Metadata
+  userGroups: ["system:serviceaccounts:measured"]
 - level: None
   verbs: ["get", "list", "watch"]
 - level: None

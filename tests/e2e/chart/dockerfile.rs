@@ -1,5 +1,7 @@
-//! `chart-dockerfile`: the Dockerfile builds what the chart runs (the build `tools/test` runs, a
-//! new enough Rust, the user, port and binary path the chart expects).
+//! `chart-dockerfile`: the Dockerfile builds what `tools/image` builds and the chart runs (the
+//! same static build command on the same files, a new enough Rust, an empty base, the user,
+//! port and binary path the chart expects). `image-config` checks the image `tools/image` made
+//! against the Dockerfile's runtime stage.
 
 use anyhow::{Context, Result, ensure};
 
@@ -26,15 +28,15 @@ pub(super) fn dockerfile_builds_what_the_chart_runs() -> Result<()> {
             .collect()
     };
 
-    // The build: the command tools/test runs (KUBE_REMEDIATOR_RELEASE_BUILD=1), on the files it
-    // copies, with a Rust at least as new as Cargo.toml's rust-version.
-    const BUILD: &str = "cargo build --locked --release --bin kube-remediator";
+    // The build: the command tools/image runs, on the files it copies, with a Rust at least as
+    // new as Cargo.toml's rust-version.
+    const BUILD: &str = r#"RUSTFLAGS="-C target-feature=+crt-static" cargo build --locked --release --target "$target" --bin kube-remediator"#;
     ensure!(with("RUN").iter().any(|r| r.contains(BUILD)), "the Dockerfile does not run {BUILD}");
-    ensure!(read("tools/test")?.contains(BUILD), "tools/test does not run {BUILD}");
+    ensure!(read("tools/image")?.contains(BUILD), "tools/image does not run {BUILD}");
     let copies: Vec<&str> = with("COPY").into_iter().filter(|c| !c.starts_with("--from")).collect();
     ensure!(
         copies == ["Cargo.toml Cargo.lock ./", "src ./src"],
-        "the build copies {copies:?}; tools/test copies Cargo.toml, Cargo.lock and src/"
+        "the build copies {copies:?}; tools/image copies Cargo.toml, Cargo.lock and src/"
     );
     let rust = with("ARG")
         .into_iter()
@@ -70,11 +72,13 @@ pub(super) fn dockerfile_builds_what_the_chart_runs() -> Result<()> {
         with("ENTRYPOINT")
     );
     ensure!(
-        with("COPY").iter().any(|c| c.ends_with(" /usr/local/bin/kube-remediator")),
+        with("RUN").iter().any(|r| r.ends_with(" /out/usr/local/bin/kube-remediator"))
+            && with("COPY").contains(&"--from=build /out/ /"),
         "the binary is not copied to /usr/local/bin"
     );
+    // Nothing beside the static binary, as tools/image builds it.
     let runtime = with("FROM").last().copied().unwrap_or_default();
-    ensure!(runtime.contains("distroless") && runtime.contains("nonroot"), "runtime {runtime}");
+    ensure!(runtime == "scratch", "the runtime stage is FROM {runtime}, not scratch");
     Ok(())
 }
 

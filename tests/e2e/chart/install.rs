@@ -1,6 +1,8 @@
-//! `chart-install`: `helm install` on the test control plane; the operator, run out of cluster as
-//! the chart's ServiceAccount (impersonated), starts and serves its policy, and is refused
-//! Secrets and node deletion. The only chart trial that needs the control plane.
+//! `chart-install`: `helm install` of the packaged chart on the test control plane; the operator,
+//! run out of cluster as the chart's ServiceAccount (impersonated), starts and serves its policy,
+//! and is refused Secrets and node deletion. The only chart trial that needs the control plane.
+//! With `$KUBE_REMEDIATOR_IMAGE` set (`tools/test`, running it with the image's binary), the
+//! chart is installed with the image's digest, and the Deployment must run exactly that image.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -21,8 +23,9 @@ use kube_remediator::adapters::NODE_LEASE_NAMESPACE;
 use kube_remediator::crd::RemediationPolicy;
 use serde_json::json;
 
+use super::package::package;
 use super::rbac::{Grant, Scope, needed, refused};
-use super::{CHART, LEADER_LEASE, helm_async};
+use super::{Helm, LEADER_LEASE, helm_async};
 use crate::support::cluster::Cluster;
 use crate::support::env::TEST_LABEL;
 use crate::support::operator::{Operator, binary};
@@ -47,7 +50,7 @@ pub(super) async fn installed_chart_grants_enough_and_no_more(env: &TestEnv) -> 
     let policy = format!("{}-audit", env.name);
     // Nothing here may touch the other tests: the policy has a unique name, selects no node,
     // and only this test's operator serves it; the pods run on this test's nodes.
-    let values = json!({
+    let mut values = json!({
         "policySelector": format!("{TEST_LABEL}={}", env.name),
         "defaultPolicy": {
             "name": policy,
@@ -59,15 +62,25 @@ pub(super) async fn installed_chart_grants_enough_and_no_more(env: &TestEnv) -> 
         },
         "nodeSelector": { TEST_LABEL: env.name },
     });
+    let digest = image_digest()?;
+    if let Some(digest) = &digest {
+        values["image"] = json!({ "digest": digest });
+    }
     let values_file = cluster.dir.join(format!("{}-values.yaml", env.name));
-    std::fs::write(&values_file, serde_yaml::to_string(&values)?)?;
+    std::fs::write(&values_file, yaml_serde::to_string(&values)?)?;
 
     let kubeconfig = cluster.kubeconfig.display().to_string();
     let values_file = values_file.display().to_string();
+    // The chart as users get it: packaged.
+    let package_dir = cluster.dir.join(format!("{}-chart", env.name));
+    let package = tokio::task::spawn_blocking(move || package(&Helm::new()?, &package_dir))
+        .await??
+        .display()
+        .to_string();
     let install = helm_async(&[
         "install",
         &release,
-        CHART,
+        &package,
         "--namespace",
         &env.namespace,
         "--kubeconfig",
@@ -141,12 +154,19 @@ pub(super) async fn installed_chart_grants_enough_and_no_more(env: &TestEnv) -> 
     // The operator, with the chart's own arguments, as that ServiceAccount: it passes its
     // preflight, its watches sync (/readyz), and it writes its policy's status.
     let deploy = env.api::<Deployment>().get(&fullname).await?;
-    let chart_args = deploy
+    let container = deploy
         .spec
         .and_then(|s| s.template.spec)
         .and_then(|s| s.containers.into_iter().next())
-        .and_then(|c| c.args)
-        .context("the Deployment's container has no args")?;
+        .context("the Deployment has no container")?;
+    if let Some(digest) = &digest {
+        let image = container.image.clone().unwrap_or_default();
+        ensure!(
+            image.ends_with(&format!("@{digest}")),
+            "the Deployment runs {image}, not {digest}"
+        );
+    }
+    let chart_args = container.args.context("the Deployment's container has no args")?;
     let args: Vec<String> =
         chart_args.into_iter().filter(|a| !a.starts_with("--metrics-addr")).collect();
     let mut operator = Operator::start_with_args(cluster, &env.name, &sa_kubeconfig, &args).await?;
@@ -260,7 +280,7 @@ fn write_impersonating_kubeconfig(cluster: &Cluster, user: &str, path: &Path) ->
             auth.impersonate = Some(user.to_string());
         }
     }
-    std::fs::write(path, serde_yaml::to_string(&kubeconfig)?)?;
+    std::fs::write(path, yaml_serde::to_string(&kubeconfig)?)?;
     Ok(())
 }
 
@@ -311,4 +331,15 @@ fn code<T>(result: kube::Result<T>) -> u16 {
         Err(kube::Error::Api(status)) => status.code,
         Err(_) => 0,
     }
+}
+
+/// The digest `tools/image` printed, when this run checks the image (`$KUBE_REMEDIATOR_IMAGE`).
+fn image_digest() -> Result<Option<String>> {
+    let Some(dir) = std::env::var_os("KUBE_REMEDIATOR_IMAGE").filter(|d| !d.is_empty()) else {
+        return Ok(None);
+    };
+    let path = std::path::PathBuf::from(dir).join("digest");
+    let digest =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    Ok(Some(digest.trim().to_string()))
 }

@@ -5,26 +5,37 @@
 //!   hold what the issue asks (restricted pod security, probes, the metrics port, the alerts and
 //!   dashboard query only metrics the code exports).
 //! - `chart-values-schema`: `values.schema.json` refuses bad values, naming the field.
+//! - `chart-values-docs`: values.yaml, values.schema.json and the README's values table agree.
+//! - `chart-alerts`: the alerts pass `promtool check rules` and their unit tests
+//!   (`alerts.test.yaml`, run by `promtool test rules`).
+//! - `chart-package`: `helm package` holds what users need, with Artifact Hub annotations in
+//!   step with the values, the CRD and its examples.
 //! - `chart-plain-manifests`: `deploy/kube-remediator.yaml` is `helm template` with the defaults.
 //! - `chart-rbac`: the ClusterRole and Roles grant exactly [`NEEDED`](rbac::NEEDED), the table
 //!   of what the code calls.
-//! - `chart-dockerfile`: the Dockerfile builds what the chart runs (user, port, binary path).
-//! - `chart-install`: `helm install` on the test control plane; the operator, run out of cluster
-//!   as the chart's ServiceAccount (impersonated), starts and serves its policy, and is refused
-//!   Secrets and node deletion.
+//! - `chart-dockerfile`: the Dockerfile builds what `tools/image` builds and the chart runs
+//!   (build command, user, port, binary path).
+//! - `chart-install`: `helm install` of the packaged chart on the test control plane; the
+//!   operator, run out of cluster as the chart's ServiceAccount (impersonated), starts and
+//!   serves its policy, and is refused Secrets and node deletion. `tools/test` runs it once more
+//!   with the binary from the image and the image's digest set.
 //!
 //! Only `chart-install` needs the control plane; the others only run `helm`.
 //!
-//! One file per trial: `lint.rs`, `values_schema.rs`, `plain_manifests.rs`, `rbac.rs` (with
+//! One file per trial: `lint.rs`, `values_schema.rs`, `values_docs.rs`, `alerts.rs`,
+//! `package.rs`, `plain_manifests.rs`, `rbac.rs` (with
 //! [`NEEDED`](rbac::NEEDED), the table of what the code needs, which `chart-install` checks
 //! too), `dockerfile.rs` and `install.rs`. This file holds the pinned `helm` runner and the
 //! YAML helpers they share.
 
+mod alerts;
 mod dockerfile;
 mod install;
 mod lint;
+mod package;
 mod plain_manifests;
 mod rbac;
+mod values_docs;
 mod values_schema;
 
 use std::path::PathBuf;
@@ -38,17 +49,23 @@ use serde_json::Value;
 use crate::e2e;
 use crate::support::cluster::{TestBin, repo_root};
 
+use alerts::alerts_pass_promtool;
 use dockerfile::dockerfile_builds_what_the_chart_runs;
 use install::installed_chart_grants_enough_and_no_more;
 use lint::lint_and_template_are_clean;
+use package::package_is_what_users_install;
 use plain_manifests::plain_manifests_are_the_chart_defaults;
 use rbac::rbac_is_exactly_what_the_code_needs;
+use values_docs::values_yaml_schema_and_readme_agree;
 use values_schema::values_schema_refuses_bad_values;
 
 pub fn trials() -> Vec<Trial> {
     vec![
         offline("chart-lint", lint_and_template_are_clean),
         offline("chart-values-schema", values_schema_refuses_bad_values),
+        offline("chart-values-docs", values_yaml_schema_and_readme_agree),
+        offline("chart-alerts", alerts_pass_promtool),
+        offline("chart-package", package_is_what_users_install),
         offline("chart-plain-manifests", plain_manifests_are_the_chart_defaults),
         offline("chart-rbac", rbac_is_exactly_what_the_code_needs),
         offline("chart-dockerfile", dockerfile_builds_what_the_chart_runs),
@@ -146,8 +163,8 @@ async fn helm_async(args: &[&str]) -> Result<HelmOutput> {
 /// The objects of a multi-document YAML stream, as JSON.
 fn documents(yaml: &str) -> Result<Vec<Value>> {
     let mut docs = Vec::new();
-    for doc in serde_yaml::Deserializer::from_str(yaml) {
-        let value = serde_yaml::Value::deserialize(doc).context("parsing helm's output")?;
+    for doc in yaml_serde::Deserializer::from_str(yaml) {
+        let value = yaml_serde::Value::deserialize(doc).context("parsing helm's output")?;
         if !value.is_null() {
             docs.push(serde_json::to_value(value)?);
         }
@@ -166,7 +183,7 @@ fn one<'a>(docs: &'a [Value], kind: &str) -> Result<&'a Value> {
     }
 }
 
-fn str_at<'a>(value: &'a Value, pointer: &str) -> &'a str {
+pub(crate) fn str_at<'a>(value: &'a Value, pointer: &str) -> &'a str {
     value.pointer(pointer).and_then(Value::as_str).unwrap_or_default()
 }
 

@@ -1,0 +1,63 @@
+//! `chart-alerts`: the alerts tested like code. The PrometheusRule the chart renders (with its
+//! default durations) passes `promtool check rules`, and `promtool test rules` runs
+//! `alerts.test.yaml` against it: each alert fires on synthetic series when and with the
+//! labels, value and text it should, not before, and counts once what two replicas both export.
+//! Every alert the chart defines has a test there.
+
+use std::collections::BTreeSet;
+use std::process::Command;
+
+use anyhow::{Context, Result, ensure};
+use serde_json::json;
+
+use super::{DEFAULT_RELEASE, Helm, documents, one};
+use crate::support::cluster::{TestBin, repo_root};
+
+const TESTS: &str = "tests/e2e/chart/alerts.test.yaml";
+
+pub(super) fn alerts_pass_promtool() -> Result<()> {
+    let rendered = Helm::new()?.template(
+        DEFAULT_RELEASE,
+        DEFAULT_RELEASE,
+        &["--set", "prometheusRule.enabled=true"],
+    )?;
+    let docs = documents(&rendered)?;
+    let groups = &one(&docs, "PrometheusRule")?["spec"]["groups"];
+    let dir = repo_root().join("target").join("chart-alerts");
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(dir.join("rules.yaml"), yaml_serde::to_string(&json!({ "groups": groups }))?)?;
+    let tests = std::fs::read_to_string(repo_root().join(TESTS))?;
+    std::fs::write(dir.join("alerts.test.yaml"), &tests)?;
+
+    let defined: BTreeSet<&str> = groups
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|g| g["rules"].as_array().into_iter().flatten())
+        .filter_map(|r| r["alert"].as_str())
+        .collect();
+    let tested: BTreeSet<String> = tests
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("alertname:").map(|n| n.trim().to_string()))
+        .collect();
+    let untested: Vec<&&str> = defined.iter().filter(|a| !tested.contains(**a)).collect();
+    ensure!(untested.is_empty(), "alerts without a test in {TESTS}: {untested:?}");
+    ensure!(defined.len() == 3, "the chart defines {defined:?}");
+
+    let promtool = TestBin::locate_ship()?.path("promtool");
+    for args in [["check", "rules", "rules.yaml"], ["test", "rules", "alerts.test.yaml"]] {
+        let out = Command::new(&promtool)
+            .args(args)
+            .current_dir(&dir)
+            .output()
+            .with_context(|| format!("running {}", promtool.display()))?;
+        ensure!(
+            out.status.success(),
+            "promtool {} failed:\n{}{}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(())
+}
