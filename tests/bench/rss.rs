@@ -1,13 +1,20 @@
-//! `cargo bench --bench rss`: the operator's whole-process memory, measured as a user would
-//! (its own `kube_remediator_resident_memory_bytes` and `..._peak_...` gauges, VmRSS and VmHWM)
-//! on the real test control plane populated with kwok nodes and realistic pods: three
+//! `cargo bench --bench rss`: whole-process memory, CPU and API load of kube-remediator and of
+//! its Go peer side by side, on the same real test control plane, in the same run, measured by
+//! the same tool. The control plane is populated with kwok nodes and realistic pods: three
 //! containers with env, probes, resources and mounts, five volumes, an owner reference, labels
 //! and annotations, and two field managers, so each pod weighs several KB of JSON as in real
-//! clusters. The operator is started once on the empty cluster and once after it is populated;
-//! the difference is what its initial lists and its records cost. Asserts nothing.
+//! clusters.
+//!
+//! Measured, one process at a time (never two at once, so they do not disturb each other), on
+//! the empty cluster and again once it is populated: kube-remediator (this crate's release
+//! build; with streaming and with paged initial lists on the populated cluster) and the Go peer
+//! (`tools/peer`: controller-runtime doing the same job on the same policy, built by
+//! `tools/testbin bench`) with full-object informers (`naive`) and with transforms (`tuned`).
+//! Each runs as a service account of its own in the namespace `measured`, whose every request
+//! the audit log records; see `measure.rs` for what is read and how. Asserts nothing.
 //!
 //! `KUBE_REMEDIATOR_BENCH_PODS` (default 3000) and `KUBE_REMEDIATOR_BENCH_NODES` (default 100)
-//! set the size.
+//! set the size; `KUBE_REMEDIATOR_BENCHBIN` a directory holding a built `peer`.
 
 // The benchmark uses a small part of the test support; the end-to-end tests, which include the
 // same module without this allowance, keep it free of dead code.
@@ -15,17 +22,24 @@
 #[allow(dead_code, unused_imports)]
 mod support;
 
+mod measure;
+
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use measure::{MEASURED_NAMESPACE, Measurement, free_addr};
 use serde_json::json;
-use support::operator::Operator;
-use support::{Cluster, TestEnv};
+use support::env::TEST_LABEL;
+use support::{Cluster, ClusterOptions, TestEnv};
 
 const MIB: f64 = 1024.0 * 1024.0;
+/// How long each process runs after it is ready before its memory is read.
+const SETTLE: Duration = Duration::from_secs(15);
 
 fn main() {
     if let Err(e) = support::runtime().block_on(run()) {
@@ -39,19 +53,72 @@ fn size(var: &str, default: usize) -> usize {
 }
 
 async fn run() -> Result<()> {
-    let cluster = Cluster::start(&support::new_run_dir("bench")).await?;
-    let result = scenario(&cluster).await;
+    // Built (on first use) before the control plane starts, not beside it.
+    let (peer, versions) = measure::locate_peer()?;
+    // Production-like: kubelet Leases of 40 s (renewed every 10 s) and the default grace period
+    // and tolerations. With the tests' fast settings, 1,000 kwok nodes on two cores miss
+    // heartbeats while the pods are created, and the node lifecycle controller evicts pods
+    // during the measurements.
+    let options = ClusterOptions::production_like();
+    let cluster = Cluster::start_with(&support::new_run_dir("bench"), options).await?;
+    let result = scenario(&cluster, &peer, &versions).await;
     cluster.stop();
     result
 }
 
-async fn scenario(cluster: &Cluster) -> Result<()> {
+/// One of the measured programs.
+#[derive(Clone, Copy)]
+enum Contender {
+    /// kube-remediator with `--initial-lists` (None: its default, streaming on 1.36).
+    Remediator(Option<&'static str>),
+    /// The Go peer in this `--mode`.
+    Peer(&'static str),
+}
+
+impl Contender {
+    fn label(self) -> String {
+        match self {
+            Contender::Remediator(None) => "kube-remediator".into(),
+            Contender::Remediator(Some(how)) => format!("kube-remediator, {how} lists"),
+            Contender::Peer(mode) => format!("Go peer, {mode}"),
+        }
+    }
+
+    fn slug(self) -> String {
+        match self {
+            Contender::Remediator(how) => format!("remediator-{}", how.unwrap_or("default")),
+            Contender::Peer(mode) => format!("peer-{mode}"),
+        }
+    }
+}
+
+/// One row of the table.
+struct Row {
+    contender: Contender,
+    cluster: String,
+    m: Measurement,
+}
+
+async fn scenario(cluster: &Cluster, peer: &Path, versions: &str) -> Result<()> {
     let pods = size("KUBE_REMEDIATOR_BENCH_PODS", 3000);
     let nodes = size("KUBE_REMEDIATOR_BENCH_NODES", 100);
-    let env = TestEnv::new(cluster.client().await?, "bench-rss").await?;
-    env.create_policy(json!({})).await?;
+    let client = cluster.client().await?;
+    let env = TestEnv::new(client.clone(), "bench-rss").await?;
+    measure::prepare(&client).await?;
+    // The policy the Go peer implements (see tools/peer/main.go).
+    env.create_policy(json!({
+        "mode": "Enforce",
+        "deadNode": { "notReadyFor": "40s", "leaseStaleFor": "40s", "requireFencingFor": ["None"] },
+        "stuckTerminating": { "delayAfterGrace": "30s" },
+    }))
+    .await?;
+    eprintln!("[rss] the Go peer: {versions}");
 
-    let empty = measure(cluster, &env, "empty cluster", &[]).await?;
+    let mut rows = Vec::new();
+    let empty = [Contender::Remediator(None), Contender::Peer("naive"), Contender::Peer("tuned")];
+    for contender in empty {
+        rows.push(measure_one(cluster, &client, &env, peer, contender, "empty").await?);
+    }
 
     let started = Instant::now();
     let names: Vec<String> = futures::stream::iter(0..nodes)
@@ -64,7 +131,8 @@ async fn scenario(cluster: &Cluster) -> Result<()> {
         .await
         .into_iter()
         .collect::<Result<_>>()?;
-    eprintln!("[rss] {nodes} kwok nodes Ready in {:.0}s", started.elapsed().as_secs_f64());
+    let nodes_took = started.elapsed().as_secs_f64();
+    eprintln!("[rss] {nodes} kwok nodes Ready in {nodes_took:.0}s");
     let owner: ConfigMap = serde_json::from_value(json!({ "metadata": { "name": "owner" } }))?;
     let owner = env.api::<ConfigMap>().create(&PostParams::default(), &owner).await?;
     let owner_uid = owner.metadata.uid.context("ConfigMap without uid")?;
@@ -87,58 +155,142 @@ async fn scenario(cluster: &Cluster) -> Result<()> {
             n + 1
         })
         .await;
+    let pods_took = started.elapsed().as_secs_f64();
     let list = env.pods().list(&ListParams::default().limit(1)).await?;
     let one = list.items.first().context("no pod")?;
     let bytes = serde_json::to_vec(one)?.len();
     eprintln!(
-        "[rss] {created} pods created in {:.0}s (one weighs {bytes} bytes of JSON with its \
-         managedFields)",
-        started.elapsed().as_secs_f64()
+        "[rss] {created} pods created in {pods_took:.0}s (one weighs {bytes} bytes of JSON with its \
+         managedFields)"
     );
     // kwok reports them Running: their status grows to what a kubelet writes.
     tokio::time::sleep(Duration::from_secs(20)).await;
+    let one = env.pods().get(&one.metadata.name.clone().unwrap_or_default()).await?;
+    let bytes = serde_json::to_vec(&one)?.len();
     let populated = format!("{created} pods on {nodes} nodes");
-    let streamed = measure(
-        cluster,
-        &env,
-        &format!("{populated}, streaming lists"),
-        &["--initial-lists=streaming"],
-    )
-    .await?;
-    let paged =
-        measure(cluster, &env, &format!("{populated}, paged lists"), &["--initial-lists=paged"])
-            .await?;
+    let contenders = [
+        Contender::Remediator(Some("streaming")),
+        Contender::Remediator(Some("paged")),
+        Contender::Peer("naive"),
+        Contender::Peer("tuned"),
+    ];
+    for contender in contenders {
+        rows.push(measure_one(cluster, &client, &env, peer, contender, &populated).await?);
+    }
 
     println!();
-    println!("| cluster | steady RSS | peak RSS |");
-    println!("| --- | --- | --- |");
-    for (what, steady, peak) in [empty, streamed, paged] {
-        println!("| {what} | {:.1} MiB | {:.1} MiB |", steady / MIB, peak / MIB);
+    println!(
+        "Populated in {:.0} s ({nodes} nodes Ready in {nodes_took:.0} s, {created} pods created \
+         in {pods_took:.0} s); a Running pod weighs {bytes} bytes of JSON. Go peer: {versions}.",
+        nodes_took + pods_took
+    );
+    let deleted = measure::pod_deletes(&cluster.audit_log)?;
+    if deleted > 0 {
+        println!();
+        println!(
+            "WARNING: {deleted} pods were deleted during the run (evictions?): the cluster was not \
+             steady while it was measured."
+        );
+    }
+    println!();
+    println!(
+        "| process | cluster | ready after | CPU to sync | steady RSS | peak RSS | CPU in the \
+         next 15 s | WATCHes | LISTs | writes (of them Lease) |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    for Row { contender, cluster, m } in &rows {
+        println!(
+            "| {} | {cluster} | {:.1} s | {:.2} s | {:.1} MiB | {:.1} MiB | {:.2} s | {} | {} | {} ({}) |",
+            contender.label(),
+            m.ready_s,
+            m.cpu_sync_s,
+            m.rss as f64 / MIB,
+            m.peak as f64 / MIB,
+            m.cpu_steady_s,
+            m.requests.total_watches(),
+            m.requests.total_lists(),
+            m.requests.writes,
+            m.requests.lease_writes,
+        );
+    }
+    let steady = |label: &str| {
+        rows.iter()
+            .find(|r| r.cluster == populated && r.contender.label() == label)
+            .map(|r| r.m.rss as f64)
+    };
+    if let Some(ours) = steady("kube-remediator, streaming lists") {
+        for peer in ["Go peer, naive", "Go peer, tuned"] {
+            if let Some(theirs) = steady(peer) {
+                println!();
+                println!(
+                    "Steady RSS at {populated}: {peer} / kube-remediator = {:.1}x",
+                    theirs / ours
+                );
+            }
+        }
     }
     Ok(())
 }
 
-/// Starts the operator, waits until it is ready (every watch listed), lets it settle for 15 s
-/// and reads its memory gauges; stops it.
-async fn measure(
+/// Starts `contender` as a service account of its own, measures it ([`measure::measure`]) and
+/// stops it; logs what it requested, per resource.
+async fn measure_one(
     cluster: &Cluster,
+    client: &kube::Client,
     env: &TestEnv,
+    peer: &Path,
+    contender: Contender,
     what: &str,
-    extra: &[&str],
-) -> Result<(String, f64, f64)> {
-    let started = Instant::now();
-    let op = Operator::start_replica(cluster, env, "", extra).await?;
-    let ready = started.elapsed().as_secs_f64();
-    tokio::time::sleep(Duration::from_secs(15)).await;
-    let rss = op.metric("kube_remediator_resident_memory_bytes", &[]).await?.unwrap_or(0.0);
-    let peak = op.metric("kube_remediator_peak_resident_memory_bytes", &[]).await?.unwrap_or(0.0);
+) -> Result<Row> {
+    let phase = if what == "empty" { "empty" } else { "populated" };
+    let name = format!("{}-{phase}", contender.slug());
+    let (kubeconfig, user) = measure::identity(client, cluster, &name).await?;
+    let addr = free_addr()?;
+    let command = match contender {
+        Contender::Remediator(how) => {
+            let mut c = Command::new(support::operator::binary());
+            c.args(["run", "--policy-selector"])
+                .arg(format!("{TEST_LABEL}={}", env.name))
+                .args(["--instance", &format!("bench-{name}")])
+                .args(["--leader-election-namespace", MEASURED_NAMESPACE])
+                .args(["--leader-election-lease", &name])
+                .arg("--kubeconfig")
+                .arg(&kubeconfig)
+                .args(["--metrics-addr", &addr.to_string()]);
+            if let Some(how) = how {
+                c.arg(format!("--initial-lists={how}"));
+            }
+            c
+        }
+        Contender::Peer(mode) => {
+            let mut c = Command::new(peer);
+            c.args(["--mode", mode])
+                .arg("--kubeconfig")
+                .arg(&kubeconfig)
+                .args(["--probe-addr", &addr.to_string()])
+                .args(["--metrics-addr", &free_addr()?.to_string()])
+                .args(["--leader-election-namespace", MEASURED_NAMESPACE])
+                .args(["--leader-election-lease", &name]);
+            c
+        }
+    };
+    let log = cluster.dir.join(format!("measured-{name}.log"));
+    let m = measure::measure(cluster, command, addr, &user, &log, SETTLE).await?;
     eprintln!(
-        "[rss] {what}: ready in {ready:.1}s; RSS {:.1} MiB, peak {:.1} MiB",
-        rss / MIB,
-        peak / MIB
+        "[rss] {} on {what}: ready in {:.1}s ({:.2} s CPU), RSS {:.1} MiB, peak {:.1} MiB; \
+         WATCH {:?}, LIST {:?}, {} GETs, {} writes ({} to Leases)",
+        contender.label(),
+        m.ready_s,
+        m.cpu_sync_s,
+        m.rss as f64 / MIB,
+        m.peak as f64 / MIB,
+        m.requests.watches,
+        m.requests.lists,
+        m.requests.gets,
+        m.requests.writes,
+        m.requests.lease_writes,
     );
-    drop(op);
-    Ok((what.to_string(), rss, peak))
+    Ok(Row { contender, cluster: what.to_string(), m })
 }
 
 /// A pod as real workloads have them, bound to `node`, then labelled by a second field manager.

@@ -1,0 +1,327 @@
+//! Measuring a whole controller process on the test control plane, the same way whatever it is
+//! written in: started as a service account of its own in the namespace `measured` (whose
+//! every request the control plane's audit log records, see `AUDIT_POLICY` in
+//! `tests/support/cluster.rs`), ready when its `/readyz` answers 200, memory from
+//! `/proc/<pid>/status` (VmRSS, VmHWM), CPU from `/proc/<pid>/stat` (utime + stime), and its
+//! LISTs, WATCHes and writes counted in the audit log once it has stopped.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use k8s_openapi::api::authentication::v1::TokenRequest;
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use kube::Api;
+use kube::api::PostParams;
+use kube::config::Kubeconfig;
+use serde_json::json;
+
+use crate::support::Cluster;
+use crate::support::cluster::{TestBin, free_port, repo_root};
+use crate::support::operator::http_get;
+
+/// The namespace of the measured processes' service accounts; the audit policy names its group.
+pub const MEASURED_NAMESPACE: &str = "measured";
+
+/// The Go peer (`tools/peer`): `$KUBE_REMEDIATOR_BENCHBIN/peer` if set, otherwise built (on
+/// first use) by `tools/testbin bench`, with its `VERSIONS` file (controller-runtime, client-go).
+pub fn locate_peer() -> Result<(PathBuf, String)> {
+    let dir = match std::env::var("KUBE_REMEDIATOR_BENCHBIN") {
+        Ok(dir) => PathBuf::from(dir),
+        Err(_) => {
+            let script = repo_root().join("tools/testbin");
+            let out = Command::new("bash")
+                .arg(&script)
+                .arg("bench")
+                .stderr(Stdio::inherit())
+                .output()
+                .with_context(|| format!("running {} bench", script.display()))?;
+            if !out.status.success() {
+                bail!("{} bench failed (see its messages above)", script.display());
+            }
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            PathBuf::from(stdout.lines().last().unwrap_or_default().trim())
+        }
+    };
+    let bin = TestBin { dir };
+    let versions = std::fs::read_to_string(bin.path("VERSIONS")).unwrap_or_default();
+    Ok((bin.path("peer"), versions.split_whitespace().collect::<Vec<_>>().join(", ")))
+}
+
+/// The namespace `measured` and a binding of its service accounts to cluster-admin.
+pub async fn prepare(client: &kube::Client) -> Result<()> {
+    let ns: Namespace =
+        serde_json::from_value(json!({ "metadata": { "name": MEASURED_NAMESPACE } }))?;
+    create_or_keep(&Api::all(client.clone()), &ns).await?;
+    let binding: ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": { "name": "bench-measured-processes" },
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin",
+        },
+        "subjects": [{
+            "apiGroup": "rbac.authorization.k8s.io", "kind": "Group",
+            "name": format!("system:serviceaccounts:{MEASURED_NAMESPACE}"),
+        }],
+    }))?;
+    create_or_keep(&Api::all(client.clone()), &binding).await
+}
+
+async fn create_or_keep<K>(api: &Api<K>, object: &K) -> Result<()>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    match api.create(&PostParams::default(), object).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// A service account `name` of the namespace `measured` and a kubeconfig with a token of it:
+/// the identity of one measured process. Returns the kubeconfig and the user name.
+pub async fn identity(
+    client: &kube::Client,
+    cluster: &Cluster,
+    name: &str,
+) -> Result<(PathBuf, String)> {
+    let sa: ServiceAccount = serde_json::from_value(json!({ "metadata": { "name": name } }))?;
+    let api = Api::<ServiceAccount>::namespaced(client.clone(), MEASURED_NAMESPACE);
+    create_or_keep(&api, &sa).await?;
+    let request: TokenRequest =
+        serde_json::from_value(json!({ "spec": { "audiences": [], "expirationSeconds": 7200 } }))?;
+    let token = api
+        .create_token_request(name, &PostParams::default(), &request)
+        .await
+        .with_context(|| format!("a token for {name}"))?
+        .status
+        .and_then(|s| s.token)
+        .context("a TokenRequest without a token")?;
+    let admin = Kubeconfig::read_from(&cluster.kubeconfig)?;
+    let endpoint = admin
+        .clusters
+        .first()
+        .and_then(|c| c.cluster.as_ref())
+        .context("the admin kubeconfig has no cluster")?;
+    let server = endpoint.server.clone().context("no server in the admin kubeconfig")?;
+    let ca = endpoint.certificate_authority.clone().context("no CA in the admin kubeconfig")?;
+    let path = cluster.dir.join(format!("measured-{name}.kubeconfig"));
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: local\n  cluster:\n    server: {server}\n    certificate-authority: {ca}\nusers:\n- name: {name}\n  user:\n    token: {token}\ncontexts:\n- name: local\n  context:\n    cluster: local\n    user: {name}\ncurrent-context: local\n"
+        ),
+    )?;
+    Ok((path, format!("system:serviceaccount:{MEASURED_NAMESPACE}:{name}")))
+}
+
+/// What one measured process did and cost.
+#[derive(Clone, Debug, Default)]
+pub struct Measurement {
+    /// Seconds from its start until `/readyz` answered 200 (every informer or watch synced, and
+    /// the leader Lease taken).
+    pub ready_s: f64,
+    /// CPU seconds (user + system) it had used when it was ready.
+    pub cpu_sync_s: f64,
+    /// CPU seconds in the 15 s after that.
+    pub cpu_steady_s: f64,
+    /// VmRSS 15 s after it was ready.
+    pub rss: u64,
+    /// VmHWM then: the peak resident set since it started.
+    pub peak: u64,
+    pub requests: Requests,
+}
+
+/// A process's requests as the audit log recorded them.
+#[derive(Clone, Debug, Default)]
+pub struct Requests {
+    /// WATCH requests started, per resource.
+    pub watches: BTreeMap<String, usize>,
+    /// LIST requests completed, per resource.
+    pub lists: BTreeMap<String, usize>,
+    /// GETs completed.
+    pub gets: usize,
+    /// Writes (create, update, patch, delete) completed, of which to Leases.
+    pub writes: usize,
+    pub lease_writes: usize,
+}
+
+impl Requests {
+    pub fn total_watches(&self) -> usize {
+        self.watches.values().sum()
+    }
+
+    pub fn total_lists(&self) -> usize {
+        self.lists.values().sum()
+    }
+}
+
+/// Runs `command` (which serves `/readyz` on `readyz`), waits until it is ready, lets it settle
+/// for `settle`, reads its memory and CPU, stops it (SIGTERM) and counts the requests of `user`
+/// in the audit log. Its output goes to `log`.
+pub async fn measure(
+    cluster: &Cluster,
+    mut command: Command,
+    readyz: SocketAddr,
+    user: &str,
+    log: &Path,
+    settle: Duration,
+) -> Result<Measurement> {
+    let out = File::create(log)?;
+    let started = Instant::now();
+    let child = command
+        .stdin(Stdio::null())
+        .stdout(out.try_clone()?)
+        .stderr(out)
+        .spawn()
+        .with_context(|| format!("starting {command:?}"))?;
+    let mut process = Measured { child };
+    let pid = process.child.id();
+    loop {
+        if let Some(status) = process.child.try_wait()? {
+            bail!("{command:?} exited ({status}); see {}", log.display());
+        }
+        if let Ok((200, _)) = http_get(readyz, "/readyz").await {
+            break;
+        }
+        if started.elapsed() > Duration::from_secs(600) {
+            bail!("{command:?} not ready after 600 s; see {}", log.display());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let ready_s = started.elapsed().as_secs_f64();
+    let cpu_sync_s = cpu_seconds(pid)?;
+    tokio::time::sleep(settle).await;
+    let (rss, peak) = memory(pid)?;
+    let cpu_steady_s = cpu_seconds(pid)? - cpu_sync_s;
+    process.stop();
+    let requests = requests_of(&cluster.audit_log, user)?;
+    Ok(Measurement { ready_s, cpu_sync_s, cpu_steady_s, rss, peak, requests })
+}
+
+/// A free loopback address for a process's HTTP endpoints.
+pub fn free_addr() -> Result<SocketAddr> {
+    Ok(format!("127.0.0.1:{}", free_port()?).parse()?)
+}
+
+struct Measured {
+    child: Child,
+}
+
+impl Measured {
+    /// SIGTERM, then SIGKILL if it is still running 10 s later.
+    fn stop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let pid = self.child.id().to_string();
+            let _ = Command::new("kill").args(["-TERM", &pid]).status();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = self.child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Measured {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// VmRSS and VmHWM of `pid`, in bytes.
+fn memory(pid: u32) -> Result<(u64, u64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let field = |name: &str| -> Result<u64> {
+        let line = status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .with_context(|| format!("no {name} in /proc/{pid}/status"))?;
+        let kib: u64 = line
+            .split_whitespace()
+            .nth(1)
+            .and_then(|v| v.parse().ok())
+            .with_context(|| format!("cannot read {line:?}"))?;
+        Ok(kib * 1024)
+    };
+    Ok((field("VmRSS:")?, field("VmHWM:")?))
+}
+
+/// utime + stime of `pid`, in seconds.
+fn cpu_seconds(pid: u32) -> Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // The command name (field 2) may hold spaces; the fields after it start at its ')'.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).context("malformed /proc/<pid>/stat")?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // Fields 14 and 15 (utime, stime) counted from 1, here from field 3.
+    let ticks = |i: usize| -> Result<f64> {
+        fields.get(i).and_then(|v| v.parse::<f64>().ok()).context("malformed /proc/<pid>/stat")
+    };
+    Ok((ticks(11)? + ticks(12)?) / clock_ticks())
+}
+
+/// The kernel's clock ticks per second (`getconf CLK_TCK`; 100 where that fails).
+fn clock_ticks() -> f64 {
+    static TICKS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    *TICKS.get_or_init(|| {
+        Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+            .unwrap_or(100.0)
+    })
+}
+
+/// The requests of `user` in the audit log: a WATCH counts when its response started, the
+/// others when they completed.
+fn requests_of(audit_log: &Path, user: &str) -> Result<Requests> {
+    let text = std::fs::read_to_string(audit_log)?;
+    let mut requests = Requests::default();
+    for line in text.lines() {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+        let s = |ptr: &str| v.pointer(ptr).and_then(|x| x.as_str()).unwrap_or_default();
+        if s("/user/username") != user {
+            continue;
+        }
+        let (verb, stage) = (s("/verb"), s("/stage"));
+        let resource = s("/objectRef/resource").to_string();
+        match (verb, stage) {
+            ("watch", "ResponseStarted") => *requests.watches.entry(resource).or_default() += 1,
+            ("list", "ResponseComplete") => *requests.lists.entry(resource).or_default() += 1,
+            ("get", "ResponseComplete") => requests.gets += 1,
+            ("create" | "update" | "patch" | "delete" | "deletecollection", "ResponseComplete") => {
+                requests.writes += 1;
+                if resource == "leases" {
+                    requests.lease_writes += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(requests)
+}
+
+/// Pods deleted by anyone (evictions by the node lifecycle controller, kwok finishing them),
+/// from the audit log: the populated cluster is steady only if this stays 0.
+pub fn pod_deletes(audit_log: &Path) -> Result<usize> {
+    let text = std::fs::read_to_string(audit_log)?;
+    Ok(text
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|v| {
+            let s = |ptr: &str| v.pointer(ptr).and_then(|x| x.as_str()).unwrap_or_default();
+            s("/stage") == "ResponseComplete"
+                && s("/verb") == "delete"
+                && s("/objectRef/resource") == "pods"
+        })
+        .count())
+}
