@@ -4,12 +4,21 @@
 //! the delay from each pod's threshold (as the operator logged it) to the moment a watch saw it
 //! gone, and the time to the first pod of a blocked Recreate Deployment's new ReplicaSet.
 //! Asserts nothing.
+//!
+//! `cargo bench --bench latency -- side-by-side` instead measures time to remediation of
+//! kube-remediator, its Go peer and the upstream path (out-of-service taint, then PodGC) side
+//! by side on the production-like control plane: see `remediation.rs`.
 
 // The benchmark uses a small part of the test support; the end-to-end tests, which include the
 // same module without this allowance, keep it free of dead code.
 #[path = "../support/mod.rs"]
 #[allow(dead_code, unused_imports)]
 mod support;
+
+// The side-by-side run (`-- side-by-side`) starts the Go peer as the rss benchmark does.
+#[allow(dead_code)]
+mod measure;
+mod remediation;
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -32,6 +41,17 @@ const LEASE_STALE_FOR: i64 = 40;
 const DELAY: i64 = 2;
 
 fn main() {
+    if std::env::args().any(|a| a == "side-by-side") {
+        let side_by_side = async {
+            let (peer, _) = measure::locate_peer()?;
+            remediation::run(&peer).await
+        };
+        if let Err(e) = support::runtime().block_on(side_by_side) {
+            eprintln!("time-to-remediation benchmark failed: {e:#}");
+            std::process::exit(1);
+        }
+        return;
+    }
     if let Err(e) = support::runtime().block_on(run()) {
         eprintln!("latency benchmark failed: {e:#}");
         std::process::exit(1);

@@ -15,6 +15,10 @@
 //!
 //! `KUBE_REMEDIATOR_BENCH_PODS` (default 3000) and `KUBE_REMEDIATOR_BENCH_NODES` (default 100)
 //! set the size; `KUBE_REMEDIATOR_BENCHBIN` a directory holding a built `peer`.
+//!
+//! Each run writes its tier's figures to `target/bench/rss-<nodes>x<pods>.json` and then draws
+//! `docs/img/rss.svg` (steady RSS per process, one group of bars per cluster) from every such
+//! file present; `KUBE_REMEDIATOR_BENCH_PLOT_ONLY=1` only redraws it from the files.
 
 // The benchmark uses a small part of the test support; the end-to-end tests, which include the
 // same module without this allowance, keep it free of dead code.
@@ -23,6 +27,7 @@
 mod support;
 
 mod measure;
+mod plot;
 
 use std::path::Path;
 use std::process::Command;
@@ -53,6 +58,11 @@ fn size(var: &str, default: usize) -> usize {
 }
 
 async fn run() -> Result<()> {
+    if std::env::var_os("KUBE_REMEDIATOR_BENCH_PLOT_ONLY").is_some() {
+        let used = plot::draw(&svg_path())?;
+        println!("{} drawn from {used:?}", svg_path().display());
+        return Ok(());
+    }
     // Built (on first use) before the control plane starts, not beside it.
     let (peer, versions) = measure::locate_peer()?;
     // Production-like: kubelet Leases of 40 s (renewed every 10 s) and the default grace period
@@ -64,6 +74,11 @@ async fn run() -> Result<()> {
     let result = scenario(&cluster, &peer, &versions).await;
     cluster.stop();
     result
+}
+
+/// Where the plot goes.
+fn svg_path() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/img/rss.svg")
 }
 
 /// One of the measured programs.
@@ -229,6 +244,23 @@ async fn scenario(cluster: &Cluster, peer: &Path, versions: &str) -> Result<()> 
             }
         }
     }
+    let results: Vec<plot::ProcessResult> = rows
+        .iter()
+        .map(|Row { contender, cluster, m }| plot::ProcessResult {
+            process: contender.label(),
+            cluster: if cluster == "empty" { "empty" } else { "populated" }.into(),
+            steady_rss_mib: m.rss as f64 / MIB,
+            peak_rss_mib: m.peak as f64 / MIB,
+            cpu_sync_s: m.cpu_sync_s,
+            ready_s: m.ready_s,
+            cpu_next_15s: m.cpu_steady_s,
+        })
+        .collect();
+    let file = plot::write_results(nodes, created, bytes, &results)?;
+    let svg = svg_path();
+    let used = plot::draw(&svg)?;
+    println!();
+    println!("Results written to {}; {} drawn from {used:?}.", file.display(), svg.display());
     Ok(())
 }
 
