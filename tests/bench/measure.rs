@@ -215,19 +215,7 @@ struct Measured {
 impl Measured {
     /// SIGTERM, then SIGKILL if it is still running 10 s later.
     fn stop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let pid = self.child.id().to_string();
-            let _ = Command::new("kill").args(["-TERM", &pid]).status();
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = self.child.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        crate::support::stop_child(&mut self.child, Duration::from_secs(10));
     }
 }
 

@@ -16,12 +16,13 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use anyhow::{Context, Result, bail, ensure};
+use anyhow::{Context, Result, ensure};
 use libtest_mimic::Trial;
 use serde_json::Value;
 
 use crate::chart::str_at;
 use crate::support::cluster::repo_root;
+use crate::support::command_output;
 
 pub fn trials() -> Vec<Trial> {
     let built = image_dir().is_some();
@@ -46,7 +47,7 @@ fn in_image_dir(body: fn(&Path) -> Result<()>) -> Result<()> {
 }
 
 /// Where `tools/image` wrote the image, if this run is to check it.
-fn image_dir() -> Option<PathBuf> {
+pub(crate) fn image_dir() -> Option<PathBuf> {
     std::env::var_os("KUBE_REMEDIATOR_IMAGE").filter(|v| !v.is_empty()).map(PathBuf::from)
 }
 
@@ -263,14 +264,6 @@ fn blob(layout: &Path, digest: &str) -> PathBuf {
 fn read_json(path: &Path) -> Result<Value> {
     let text = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
     serde_json::from_slice(&text).with_context(|| format!("parsing {}", path.display()))
-}
-
-fn command_output(command: &mut Command) -> Result<String> {
-    let out = command.output().with_context(|| format!("running {command:?}"))?;
-    if !out.status.success() {
-        bail!("{command:?} failed: {}", String::from_utf8_lossy(&out.stderr));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// Every file (not directory) under `dir`.

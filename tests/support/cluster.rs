@@ -478,16 +478,7 @@ impl Cluster {
             let pid = proc.child.id().to_string();
             // A stalled component would not act on SIGTERM before SIGCONT.
             let _ = Command::new("kill").args(["-CONT", &pid]).status();
-            let _ = Command::new("kill").args(["-TERM", &pid]).status();
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = proc.child.try_wait() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            let _ = proc.child.kill();
-            let _ = proc.child.wait();
+            super::stop_child(&mut proc.child, Duration::from_secs(5));
         }
         let _ = std::fs::remove_dir_all(&self.etcd_data);
         let _ = std::fs::remove_file(self.dir.join("pids"));

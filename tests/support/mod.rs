@@ -74,6 +74,33 @@ static FAULT_CLUSTERS: [FaultCluster; 2] = [FaultCluster::new(), FaultCluster::n
 static PROD_CLUSTER: tokio::sync::OnceCell<Result<Cluster, String>> =
     tokio::sync::OnceCell::const_new();
 
+/// Stops a child process: SIGTERM, then SIGKILL if it has not exited within `grace`; reaps it.
+pub fn stop_child(child: &mut std::process::Child, grace: std::time::Duration) {
+    if let Ok(None) = child.try_wait() {
+        let pid = child.id().to_string();
+        let _ = std::process::Command::new("kill").args(["-TERM", &pid]).status();
+        let deadline = std::time::Instant::now() + grace;
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Runs `command` and returns what it printed on stdout; fails with its stderr unless it
+/// succeeds.
+pub fn command_output(command: &mut std::process::Command) -> Result<String> {
+    let out = command.output().map_err(|e| anyhow!("running {command:?}: {e}"))?;
+    if !out.status.success() {
+        return Err(anyhow!("{command:?} failed: {}", String::from_utf8_lossy(&out.stderr)));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
 pub fn runtime() -> &'static tokio::runtime::Runtime {
     &RUNTIME
 }

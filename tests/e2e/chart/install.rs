@@ -335,10 +335,10 @@ fn code<T>(result: kube::Result<T>) -> u16 {
 
 /// The digest `tools/image` printed, when this run checks the image (`$KUBE_REMEDIATOR_IMAGE`).
 fn image_digest() -> Result<Option<String>> {
-    let Some(dir) = std::env::var_os("KUBE_REMEDIATOR_IMAGE").filter(|d| !d.is_empty()) else {
+    let Some(dir) = crate::image::image_dir() else {
         return Ok(None);
     };
-    let path = std::path::PathBuf::from(dir).join("digest");
+    let path = dir.join("digest");
     let digest =
         std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
     Ok(Some(digest.trim().to_string()))

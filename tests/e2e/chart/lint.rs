@@ -99,12 +99,7 @@ pub(super) fn lint_and_template_are_clean() -> Result<()> {
 /// Chart.yaml's appVersion and the default image tag are the crate's version (the chart's own
 /// version may move on its own).
 fn check_versions() -> Result<()> {
-    let read = |file: &str| -> Result<yaml_serde::Value> {
-        let path = repo_root().join(CHART).join(file);
-        let text = std::fs::read_to_string(&path)
-            .with_context(|| format!("reading {}", path.display()))?;
-        Ok(yaml_serde::from_str(&text)?)
-    };
+    let read = |file: &str| super::package::read_yaml(&repo_root().join(CHART).join(file));
     let chart = read("Chart.yaml")?;
     let values = read("values.yaml")?;
     let crate_version = env!("CARGO_PKG_VERSION");

@@ -14,6 +14,7 @@ use serde_json::Value;
 
 use super::{CHART, Helm};
 use crate::support::cluster::repo_root;
+use crate::support::command_output;
 
 pub(super) fn package_is_what_users_install() -> Result<()> {
     let dir = repo_root().join("target").join("chart-package");
@@ -27,7 +28,7 @@ pub(super) fn package_is_what_users_install() -> Result<()> {
         package.display()
     );
 
-    let listing = tar(&package, &["-tzf"])?;
+    let listing = command_output(Command::new("tar").arg("-tzf").arg(&package))?;
     let files: Vec<&str> =
         listing.lines().filter_map(|l| l.strip_prefix("kube-remediator/")).collect();
     for needed in [
@@ -46,12 +47,12 @@ pub(super) fn package_is_what_users_install() -> Result<()> {
         !files.iter().any(|f| f.starts_with("ci/")),
         "the package holds the test values: {files:?}"
     );
-    let crd = Command::new("tar")
-        .arg("-xzOf")
-        .arg(&package)
-        .arg("kube-remediator/crds/remediationpolicies.remediator.io.yaml")
-        .output()?;
-    let crd = String::from_utf8(crd.stdout)?;
+    let crd = command_output(
+        Command::new("tar")
+            .arg("-xzOf")
+            .arg(&package)
+            .arg("kube-remediator/crds/remediationpolicies.remediator.io.yaml"),
+    )?;
     ensure!(crd == kube_remediator::crd::crd_yaml(), "the packaged CRD is not the code's");
 
     // Artifact Hub's annotations (https://artifacthub.io/docs/topics/annotations/helm/).
@@ -119,20 +120,9 @@ pub(super) fn package(helm: &Helm, dir: &Path) -> Result<PathBuf> {
     Ok(path)
 }
 
-fn read_yaml(path: &Path) -> Result<Value> {
+pub(super) fn read_yaml(path: &Path) -> Result<Value> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let yaml: yaml_serde::Value = yaml_serde::from_str(&text)?;
     Ok(serde_json::to_value(yaml)?)
-}
-
-fn tar(archive: &Path, args: &[&str]) -> Result<String> {
-    let out = Command::new("tar").args(args).arg(archive).output()?;
-    ensure!(
-        out.status.success(),
-        "tar {args:?} {}: {}",
-        archive.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(String::from_utf8(out.stdout)?)
 }
