@@ -1,6 +1,7 @@
 //! The command line: `kube-remediator <command>`. Each command lives in its own module.
 
 mod cluster_info;
+mod connect;
 mod explain;
 mod plan;
 mod run;
@@ -204,7 +205,7 @@ impl ConnectionArgs {
             config.reset_reader_on_write = true;
         }
         config.default_retry = retry;
-        kube::Client::try_from(config).map_err(Error::BuildClient)
+        connect::client(config).map_err(Error::BuildClient)
     }
 }
 

@@ -22,6 +22,8 @@ pub struct PolicyMemory {
     acted: BTreeSet<String>,
     /// The last status this controller wrote: the controller's cache may lag behind it.
     last_status: Option<RemediationPolicyStatus>,
+    /// When it was written.
+    last_written_at: Option<Timestamp>,
     /// Nodes last reported as held alive (not Ready, kubelet answering), to log each once.
     held_alive: BTreeSet<String>,
     /// Why evidence was last suspended, to log each change once.
@@ -149,9 +151,16 @@ impl PolicyMemory {
         self.retry_at
     }
 
-    /// Remembers the status just written.
-    pub fn wrote(&mut self, status: RemediationPolicyStatus) {
+    /// Remembers the status just written, at `now`.
+    pub fn wrote(&mut self, status: RemediationPolicyStatus, now: Timestamp) {
         self.last_status = Some(status);
+        self.last_written_at = Some(now);
+    }
+
+    /// Until when a status whose counts alone changed waits ([`crate::core::COUNTS_EVERY`]
+    /// after the last write); `None` once that has passed, or before any write.
+    pub fn counts_wait_until(&self, now: Timestamp) -> Option<Timestamp> {
+        self.last_written_at.map(|at| at + crate::core::COUNTS_EVERY).filter(|until| *until > now)
     }
 
     /// The notices about pods that newly need fencing (each pod is reported once while it

@@ -22,8 +22,8 @@ use crate::adapters::rearm_token;
 use crate::core::stuck::StuckCause;
 use crate::core::{
     CONDITION_INVALID, Evaluation, InvalidPolicy, MaxUnhealthy, NodeState, Observed, Plan, PodNow,
-    StormInput, blocked_rollouts_in_scope, circuit_memory, desired_status, needs_fencing, plan,
-    stale_ready, stuck_on_live_nodes, transition_notices, validate,
+    StormInput, blocked_rollouts_in_scope, circuit_memory, desired_status, hold_counts,
+    needs_fencing, plan, stale_ready, stuck_on_live_nodes, transition_notices, validate,
 };
 use crate::crd::{Mode, RemediationPolicy, RemediationPolicyStatus};
 use crate::metrics::{CauseLabels, ErrorLabels, Label, Metrics, PolicyLabels, StuckLabels};
@@ -238,6 +238,17 @@ async fn evaluate(policy: &RemediationPolicy, ctx: &Context) -> Result<Action> {
     let evaluation = Evaluation::Planned { policy: &validated, plan: &plan };
     let mut status = desired_status(evaluation, generation, previous.as_ref(), now);
     status.blocked_rollouts = blocked_rollouts_in_scope(&observed, &plan, &validated);
+    // Counts that alone changed are written at most every COUNTS_EVERY.
+    let counts_held = match (previous.as_ref(), ctx.remember(&name, |m| m.counts_wait_until(now))) {
+        (Some(previous), Some(until))
+            if plan.actions.is_empty()
+                && earlier.is_empty()
+                && hold_counts(&mut status, previous) =>
+        {
+            Some(until)
+        }
+        _ => None,
+    };
     let committed = ctx
         .writer
         .commit(Commit {
@@ -261,7 +272,7 @@ async fn evaluate(policy: &RemediationPolicy, ctx: &Context) -> Result<Action> {
     }
     drop(ledger);
     match committed.status {
-        Ok(Some(written)) => ctx.remember(&name, |m| m.wrote(written)),
+        Ok(Some(written)) => ctx.remember(&name, |m| m.wrote(written, now)),
         Ok(None) => {}
         Err(e) => {
             // Their Events are out; their records go into the next status write.
@@ -273,7 +284,7 @@ async fn evaluate(policy: &RemediationPolicy, ctx: &Context) -> Result<Action> {
     }
     // An action skipped is decided again soon (UNDONE_RETRY), whatever else happens; a failed
     // one when its backoff ends (a deadline of the plan).
-    let retry_at = ctx.remember(&name, |m| m.retry_at(now));
+    let retry_at = ctx.remember(&name, |m| m.retry_at(now)).into_iter().chain(counts_held).min();
     Ok(next_action(&plan, retry_at, now, at))
 }
 
@@ -311,7 +322,7 @@ async fn reject(
         })
         .await;
     if let Some(written) = committed.status? {
-        ctx.remember(&name, |m| m.wrote(written));
+        ctx.remember(&name, |m| m.wrote(written, now));
     }
     Ok(Action::await_change())
 }

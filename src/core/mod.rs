@@ -63,8 +63,9 @@ pub use policy::{
 };
 pub use selector::{Selector, SelectorError};
 pub use status::{
-    CONDITION_CIRCUIT_OPEN, CONDITION_INVALID, CONDITION_PAUSED, CONDITION_READY, Evaluation,
-    blocked_rollouts_in_scope, circuit_memory, desired_status, push_recent_actions,
+    CONDITION_CIRCUIT_OPEN, CONDITION_INVALID, CONDITION_PAUSED, CONDITION_READY, COUNTS_EVERY,
+    Evaluation, blocked_rollouts_in_scope, circuit_memory, desired_status, hold_counts,
+    push_recent_actions,
 };
 pub use storm::{Storm, transition_notices};
 pub use verdict::{NotEligible, PodDecision, Verdict};

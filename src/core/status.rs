@@ -264,6 +264,38 @@ pub fn push_recent_actions(
     status.recent_actions = records;
 }
 
+/// How often a status write may carry changed counts alone (`matchedNodes`, `unhealthyNodes`,
+/// `deadNodes`, `stuckPods`): every pod that churn leaves Terminating past its deadline for a
+/// moment changes `stuckPods`, and a write each time would be a status write per pod event.
+pub const COUNTS_EVERY: jiff::SignedDuration = jiff::SignedDuration::from_secs(5);
+
+/// When `desired` differs from `previous` (the status last written) in its counts alone, puts
+/// back the previous counts, so the write can wait, and says so. Any other change (a condition,
+/// a record, a listed pod) is written at once, counts included.
+pub fn hold_counts(
+    desired: &mut RemediationPolicyStatus,
+    previous: &RemediationPolicyStatus,
+) -> bool {
+    let counts = |s: &RemediationPolicyStatus| {
+        (s.matched_nodes, s.unhealthy_nodes, s.dead_nodes, s.stuck_pods)
+    };
+    if counts(desired) == counts(previous) {
+        return false;
+    }
+    let held = RemediationPolicyStatus {
+        matched_nodes: previous.matched_nodes,
+        unhealthy_nodes: previous.unhealthy_nodes,
+        dead_nodes: previous.dead_nodes,
+        stuck_pods: previous.stuck_pods,
+        ..desired.clone()
+    };
+    if &held != previous {
+        return false;
+    }
+    *desired = held;
+    true
+}
+
 /// The blocked rollouts whose blocking pods are on this policy's nodes and in its namespaces.
 pub fn blocked_rollouts_in_scope(
     observed: &Observed,
@@ -297,6 +329,56 @@ pub fn blocked_rollouts_in_scope(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counts_alone_wait_and_any_other_change_carries_them() {
+        let previous = RemediationPolicyStatus {
+            matched_nodes: 10,
+            stuck_pods: 3,
+            ..RemediationPolicyStatus::default()
+        };
+        let with = |f: &dyn Fn(&mut RemediationPolicyStatus)| {
+            let mut s = previous.clone();
+            f(&mut s);
+            s
+        };
+        let table: Vec<(&str, RemediationPolicyStatus, bool)> = vec![
+            ("unchanged", previous.clone(), false),
+            ("stuckPods alone", with(&|s| s.stuck_pods = 4), true),
+            (
+                "every count",
+                with(&|s| {
+                    s.matched_nodes = 11;
+                    s.unhealthy_nodes = 1;
+                    s.dead_nodes = 1;
+                    s.stuck_pods = 0;
+                }),
+                true,
+            ),
+            (
+                "a count and a record",
+                with(&|s| {
+                    s.stuck_pods = 4;
+                    s.actions_total = 1;
+                }),
+                false,
+            ),
+            (
+                "a count and the observed generation",
+                with(&|s| {
+                    s.dead_nodes = 1;
+                    s.observed_generation = Some(2);
+                }),
+                false,
+            ),
+        ];
+        for (case, desired, held) in table {
+            let mut status = desired.clone();
+            assert_eq!(hold_counts(&mut status, &previous), held, "{case}");
+            let expected = if held { previous.clone() } else { desired };
+            assert_eq!(status, expected, "{case}");
+        }
+    }
     use crate::core::guards::Circuit;
     use crate::core::plan::PlanCounts;
     use crate::core::policy::{MaxUnhealthy, StormSettings, validate};

@@ -2,13 +2,16 @@
 //! policy status, Events). It is also where DryRun turns an action into a record instead of a
 //! request: in DryRun nothing here deletes or patches a pod or a node.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
+use futures::future::{BoxFuture, FutureExt, Shared};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, Preconditions};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Client, Resource, ResourceExt};
 use tracing::{debug, info, warn};
@@ -35,6 +38,14 @@ pub const CONTROLLER_NAME: &str = "kube-remediator";
 pub const FIELD_MANAGER: &str = "kube-remediator";
 /// How many actions of one plan run at once.
 pub const MAX_IN_FLIGHT: usize = 8;
+/// How long one fresh read of a node, its Lease and the policy serves the last looks of other
+/// force deletes on that node: those that start while it is in flight or within this long
+/// after it was sent. 110 pods due at once on one node then cost a few reads, not 330.
+pub const SHARED_LOOK_FOR: Duration = Duration::from_millis(100);
+/// From how many force deletes on one node in a plan their last looks read the node's pods in
+/// one request (a LIST of `spec.nodeName=<node>`, shared like the node's read) rather than one
+/// GET each.
+pub const LIST_PODS_FROM: usize = 4;
 
 #[derive(Clone)]
 pub struct Writer {
@@ -218,16 +229,24 @@ impl Writer {
             Some(validated) if !actions.is_empty() => {
                 // Every request is recorded before it is sent: an operator stopped between the
                 // request and its outcome leaves a Pending record, which its next run resolves.
+                let mut fresh_policy = None;
                 if validated.mode == Mode::Enforce {
                     let pending = actions.iter().map(|a| pending_record(a, crate::clock::now()));
                     push_recent_actions(&mut status, pending);
-                    if let Err(e) = self.patch_status(&policy.name_any(), &status).await {
-                        warn!(policy = %policy.name_any(), error = %e,
-                            "cannot record the actions before taking them: none taken");
-                        return Committed { outcomes: Vec::new(), status: Err(e) };
+                    let sent = Instant::now();
+                    match self.write_status(&policy.name_any(), &status).await {
+                        // The API server answers with the policy as it stands: the last looks
+                        // that start soon after need not read it again.
+                        Ok(answer) => fresh_policy = Some((sent, answer)),
+                        Err(e) => {
+                            warn!(policy = %policy.name_any(), error = %e,
+                                "cannot record the actions before taking them: none taken");
+                            return Committed { outcomes: Vec::new(), status: Err(e) };
+                        }
                     }
                 }
-                self.execute(policy, validated, actions, crate::clock::now).await
+                let looks = SharedLooks::new(self, policy.name_any(), actions, fresh_policy);
+                self.execute_with(policy, validated, actions, crate::clock::now, looks).await
             }
             _ => Vec::new(),
         };
@@ -249,7 +268,9 @@ impl Writer {
 
     /// Carries out (Enforce) or records (DryRun) a plan's actions, oldest threshold first.
     /// Every action leaves an Event on its pod or node and one on the policy, a log line, a
-    /// metric and a status record.
+    /// metric and a status record. A force delete's Events are published once the plan's last
+    /// action is answered (before this returns): on a busy API server they would otherwise
+    /// delay the DELETEs still due, two Events for each.
     pub async fn execute(
         &self,
         policy: &RemediationPolicy,
@@ -257,50 +278,75 @@ impl Writer {
         actions: &[Action],
         now: impl Fn() -> Timestamp,
     ) -> Vec<Outcome> {
+        let looks = SharedLooks::new(self, policy.name_any(), actions, None);
+        self.execute_with(policy, validated, actions, now, looks).await
+    }
+
+    async fn execute_with<'a>(
+        &'a self,
+        policy: &'a RemediationPolicy,
+        validated: &'a ValidatedPolicy,
+        actions: &[Action],
+        now: impl Fn() -> Timestamp,
+        looks: SharedLooks<'a>,
+    ) -> Vec<Outcome> {
         // Up to MAX_IN_FLIGHT actions at once (client-side pacing: kube-rs has no QPS limiter),
-        // results kept in plan order.
-        let outcomes: Vec<Outcome> = futures::stream::iter(actions.iter().cloned())
-            .map(|action| self.execute_one(policy, validated, action, &now))
-            .buffered(MAX_IN_FLIGHT)
-            .collect()
+        // results kept in plan order; then their records, as many at once.
+        let (outcomes, records): (Vec<Outcome>, Vec<Option<BoxFuture<'_, ()>>>) =
+            futures::stream::iter(actions.iter().cloned())
+                .map(|action| self.execute_one(policy, validated, action, &now, &looks))
+                .buffered(MAX_IN_FLIGHT)
+                .collect::<Vec<_>>()
+                .await
+                .into_iter()
+                .unzip();
+        futures::stream::iter(records.into_iter().flatten())
+            .buffer_unordered(MAX_IN_FLIGHT)
+            .for_each(|()| futures::future::ready(()))
             .await;
         outcomes
     }
 
-    async fn execute_one(
-        &self,
-        policy: &RemediationPolicy,
-        validated: &ValidatedPolicy,
+    async fn execute_one<'a>(
+        &'a self,
+        policy: &'a RemediationPolicy,
+        validated: &'a ValidatedPolicy,
         action: Action,
         now: &impl Fn() -> Timestamp,
-    ) -> Outcome {
+        looks: &SharedLooks<'a>,
+    ) -> (Outcome, Option<BoxFuture<'a, ()>>) {
         match action {
-            Action::ForceDelete(fd) => self.execute_force_delete(policy, validated, fd, now).await,
-            Action::Node(na) => self.execute_node_action(policy, validated, na, now).await,
-            Action::RemoveFinalizers(rf) => {
-                self.execute_remove_finalizers(policy, validated, rf, now).await
+            Action::ForceDelete(fd) => {
+                let (outcome, records) =
+                    self.execute_force_delete(policy, validated, fd, now, looks).await;
+                (outcome, Some(records))
             }
-            Action::Evict(evict) => self.execute_evict(policy, validated, evict, now).await,
+            Action::Node(na) => (self.execute_node_action(policy, validated, na, now).await, None),
+            Action::RemoveFinalizers(rf) => {
+                (self.execute_remove_finalizers(policy, validated, rf, now).await, None)
+            }
+            Action::Evict(evict) => (self.execute_evict(policy, validated, evict, now).await, None),
         }
     }
 
-    async fn execute_force_delete(
-        &self,
-        policy: &RemediationPolicy,
+    /// The action, then (returned, to be awaited by the caller) its Events.
+    async fn execute_force_delete<'a>(
+        &'a self,
+        policy: &'a RemediationPolicy,
         validated: &ValidatedPolicy,
         fd: ForceDelete,
         now: &impl Fn() -> Timestamp,
-    ) -> Outcome {
+        looks: &SharedLooks<'a>,
+    ) -> (Outcome, BoxFuture<'a, ()>) {
         let kind = ActionKind::ForceDelete;
         let (policy_name, mode) = (&*policy.name_any(), validated.mode);
         let (result, detail) = match mode {
             Mode::DryRun => (ActionResult::WouldAct, None),
-            Mode::Enforce => self.force_delete(&fd, policy, validated).await,
+            Mode::Enforce => self.force_delete(&fd, policy, validated, looks).await,
         };
         let at = now();
         self.account(policy_name, mode, kind, result, fd.threshold, at);
-        self.force_delete_events(policy, mode, &fd, result, detail.as_deref()).await;
-        if let Some(workload) = &fd.blocks_rollout {
+        let workload_note = fd.blocks_rollout.as_ref().map(|workload| {
             let (reason, verb) = match (mode, result) {
                 (Mode::DryRun, _) => ("WouldReleaseBlockingPod", "would force-delete"),
                 (Mode::Enforce, ActionResult::Done) => ("ReleasedBlockingPod", "force-deleted"),
@@ -312,8 +358,8 @@ impl Writer {
                 fd.name,
                 fd.reason
             );
-            self.workload_event(workload, EventType::Warning, reason, note).await;
-        }
+            (workload.clone(), reason, note)
+        });
         let fields = (fd.namespace.as_str(), fd.name.as_str(), fd.node.as_str());
         match result {
             ActionResult::Failed => warn!(
@@ -328,7 +374,17 @@ impl Writer {
                 "{}", if mode == Mode::DryRun { "would force-delete pod" } else { "force-delete pod" }
             ),
         }
-        Outcome {
+        let events = {
+            let (fd, detail) = (fd.clone(), detail.clone());
+            async move {
+                self.force_delete_events(policy, mode, &fd, result, detail.as_deref()).await;
+                if let Some((workload, reason, note)) = workload_note {
+                    self.workload_event(&workload, EventType::Warning, reason, note).await;
+                }
+            }
+            .boxed()
+        };
+        let outcome = Outcome {
             // A skip (the last look found the world changed) or a failure is not handled: the
             // next plan decides again from what it sees then.
             handled: result.counts_as_action(),
@@ -346,32 +402,39 @@ impl Writer {
                 result,
                 detail,
             },
-        }
+        };
+        (outcome, events)
     }
 
-    /// The last look, then the request: fresh reads (never from a cache) of the pod, its
-    /// node, the node's Lease and the policy, all at once; then, if the action still stands
-    /// ([`ForceDelete::recheck`]), a DELETE with grace 0 and a UID precondition.
+    /// The last look, then the request: fresh reads (never from a cache) of the pod, its node,
+    /// the node's Lease and the policy, all at once (each shared with the force deletes on the
+    /// same node whose last look starts within [`SHARED_LOOK_FOR`]: see [`SharedLooks`]); then,
+    /// if the action still stands ([`ForceDelete::recheck`]), a DELETE with grace 0 and a UID
+    /// precondition.
     async fn force_delete(
         &self,
         fd: &ForceDelete,
         policy: &RemediationPolicy,
         validated: &ValidatedPolicy,
+        looks: &SharedLooks<'_>,
     ) -> (ActionResult, Option<String>) {
         #[cfg(feature = "e2e-hooks")]
         self.hold_before_last_look(fd).await;
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), &fd.namespace);
-        let policy_name = policy.name_any();
-        let (pod, evidence) =
-            tokio::join!(pods.get_opt(&fd.name), self.reread(&fd.node, &policy_name));
+        let (pod, node, fresh_policy) =
+            tokio::join!(looks.pod(fd), looks.node(&fd.node), looks.policy());
         let pod = match pod {
             Ok(None) => return (ActionResult::Skipped, Some("pod already gone".into())),
             Ok(pod) => pod,
             Err(e) => return (ActionResult::Failed, Some(format!("last look: the pod: {e}"))),
         };
-        let (node, lease, fresh_policy) = match evidence {
+        let (node, lease) = match &*node {
             Ok(evidence) => evidence,
-            Err(e) => return (ActionResult::Failed, Some(e)),
+            Err(e) => return (ActionResult::Failed, Some(e.clone())),
+        };
+        let fresh_policy = match &*fresh_policy {
+            Ok(policy) => policy,
+            Err(e) => return (ActionResult::Failed, Some(e.clone())),
         };
         let look = last_look(pod.as_ref(), node.as_ref(), lease.as_ref(), fresh_policy.as_ref());
         if let Err(skip) = fd.recheck(&look, policy.metadata.generation, &validated.fencing) {
@@ -390,17 +453,27 @@ impl Writer {
         node: &str,
         policy: &str,
     ) -> std::result::Result<(Option<Node>, Option<Lease>, Option<RemediationPolicy>), String> {
+        let (node_and_lease, policy) = tokio::join!(self.read_node(node), self.read_policy(policy));
+        let (node, lease) = node_and_lease?;
+        Ok((node, lease, policy?))
+    }
+
+    /// The last look's fresh reads of a node and its Lease, both at once.
+    async fn read_node(&self, node: &str) -> std::result::Result<NodeEvidence, String> {
         let nodes: Api<Node> = Api::all(self.client.clone());
         let leases: Api<Lease> = Api::namespaced(self.client.clone(), NODE_LEASE_NAMESPACE);
-        let policies: Api<RemediationPolicy> = Api::all(self.client.clone());
-        let (node, lease, policy) =
-            tokio::join!(nodes.get_opt(node), leases.get_opt(node), policies.get_opt(policy));
+        let (node, lease) = tokio::join!(nodes.get_opt(node), leases.get_opt(node));
         let what = |what: &str, e: kube::Error| format!("last look: the {what}: {e}");
-        Ok((
-            node.map_err(|e| what("node", e))?,
-            lease.map_err(|e| what("node's Lease", e))?,
-            policy.map_err(|e| what("policy", e))?,
-        ))
+        Ok((node.map_err(|e| what("node", e))?, lease.map_err(|e| what("node's Lease", e))?))
+    }
+
+    /// The last look's fresh read of a policy.
+    async fn read_policy(
+        &self,
+        name: &str,
+    ) -> std::result::Result<Option<RemediationPolicy>, String> {
+        let policies: Api<RemediationPolicy> = Api::all(self.client.clone());
+        policies.get_opt(name).await.map_err(|e| format!("last look: the policy: {e}"))
     }
 
     /// The last look of an action that depends on the policy alone (an eviction, a finalizer
@@ -515,7 +588,7 @@ impl Writer {
         }
         let reference = pod_reference(&fd.namespace, &fd.name, &fd.uid);
         let policy_note = format!("pod {}/{}: {note}", fd.namespace, fd.name);
-        // Both at once: the next actions of the batch wait for this one's Events.
+        // Both at once.
         tokio::join!(
             self.event(&reference, EventType::Warning, reason, "ForceDelete", note),
             self.policy_event_on(policy, reference.clone(), reason, "ForceDelete", policy_note),
@@ -655,6 +728,15 @@ impl Writer {
 
     /// Writes a policy's status (merge patch of the status subresource).
     pub async fn patch_status(&self, name: &str, status: &RemediationPolicyStatus) -> Result<()> {
+        self.write_status(name, status).await.map(drop)
+    }
+
+    /// [`Writer::patch_status`], returning the policy as the API server holds it after the write.
+    async fn write_status(
+        &self,
+        name: &str,
+        status: &RemediationPolicyStatus,
+    ) -> Result<RemediationPolicy> {
         if !self.may_write(WriteKind::PatchStatus) {
             return Err(Error::NotLeader { operation: "write a policy status" });
         }
@@ -664,8 +746,141 @@ impl Writer {
             PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
         api.patch_status(name, &params, &Patch::Merge(&patch))
             .await
-            .map_err(|source| Error::PatchStatus { name: name.to_string(), source })?;
-        Ok(())
+            .map_err(|source| Error::PatchStatus { name: name.to_string(), source })
+    }
+}
+
+/// A node and its Lease, freshly read.
+type NodeEvidence = (Option<Node>, Option<Lease>);
+
+/// The pods on one node, by namespace and name, or why they could not be read.
+type NodePods = std::result::Result<HashMap<(String, String), Pod>, String>;
+
+/// A fresh read shared by several last looks, and when it was sent.
+type SharedRead<'a, T> = (Instant, Shared<BoxFuture<'a, Arc<T>>>);
+
+/// One plan's last-look reads of nodes, Leases, the policy and, where several of its force
+/// deletes are on one node, that node's pods: each shared by the force deletes (on the same
+/// node) whose last look starts within [`SHARED_LOOK_FOR`] of its request. The policy may come
+/// from the answer to the status write that recorded the plan's actions `Pending`, made just
+/// before them.
+struct SharedLooks<'a> {
+    writer: &'a Writer,
+    policy: String,
+    /// Nodes with at least [`LIST_PODS_FROM`] force deletes in the plan.
+    list_pods_on: std::collections::HashSet<String>,
+    nodes: Mutex<HashMap<String, SharedRead<'a, std::result::Result<NodeEvidence, String>>>>,
+    policies: Mutex<HashMap<String, SharedRead<'a, PolicyEvidence>>>,
+    pod_lists: Mutex<HashMap<String, SharedRead<'a, NodePods>>>,
+}
+
+/// The policy, freshly read.
+type PolicyEvidence = std::result::Result<Option<RemediationPolicy>, String>;
+
+impl<'a> SharedLooks<'a> {
+    /// `fresh_policy`: the policy as the API server answered a write sent at that instant.
+    fn new(
+        writer: &'a Writer,
+        policy: String,
+        actions: &[Action],
+        fresh_policy: Option<(Instant, RemediationPolicy)>,
+    ) -> Self {
+        let mut policies = HashMap::new();
+        if let Some((sent, answer)) = fresh_policy {
+            let read = futures::future::ready(Arc::new(Ok(Some(answer)))).boxed().shared();
+            policies.insert(policy.clone(), (sent, read));
+        }
+        let mut per_node: HashMap<&str, usize> = HashMap::new();
+        for action in actions {
+            if let Action::ForceDelete(fd) = action {
+                *per_node.entry(fd.node.as_str()).or_default() += 1;
+            }
+        }
+        let list_pods_on = per_node
+            .into_iter()
+            .filter(|(_, n)| *n >= LIST_PODS_FROM)
+            .map(|(node, _)| node.to_string())
+            .collect();
+        SharedLooks {
+            writer,
+            policy,
+            list_pods_on,
+            nodes: Mutex::new(HashMap::new()),
+            policies: Mutex::new(policies),
+            pod_lists: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// A read sent less than [`SHARED_LOOK_FOR`] ago (answered or in flight) under `key`, or a
+    /// new one made by `read`.
+    async fn shared<T: Send + Sync + 'a>(
+        cache: &Mutex<HashMap<String, SharedRead<'a, T>>>,
+        key: &str,
+        read: impl FnOnce() -> BoxFuture<'a, T>,
+    ) -> Arc<T> {
+        let read = {
+            let mut cache = cache.lock().unwrap_or_else(|e| e.into_inner());
+            match cache.get(key) {
+                Some((sent, read)) if sent.elapsed() < SHARED_LOOK_FOR => read.clone(),
+                _ => {
+                    let read = read().map(Arc::new).boxed().shared();
+                    cache.insert(key.to_string(), (Instant::now(), read.clone()));
+                    read
+                }
+            }
+        };
+        read.await
+    }
+
+    /// The node `node` and its Lease.
+    async fn node(&self, node: &str) -> Arc<std::result::Result<NodeEvidence, String>> {
+        let (writer, name) = (self.writer, node.to_string());
+        Self::shared(&self.nodes, node, move || {
+            async move { writer.read_node(&name).await }.boxed()
+        })
+        .await
+    }
+
+    /// The policy.
+    async fn policy(&self) -> Arc<PolicyEvidence> {
+        let (writer, name) = (self.writer, self.policy.clone());
+        Self::shared(&self.policies, &self.policy, move || {
+            async move { writer.read_policy(&name).await }.boxed()
+        })
+        .await
+    }
+
+    /// The pod of `fd`, fresh: from its node's shared LIST where the plan has several force
+    /// deletes there, else (and where the LIST does not hold it: gone, or replaced by a pod of
+    /// the same name elsewhere) by a GET of its own.
+    async fn pod(&self, fd: &ForceDelete) -> std::result::Result<Option<Pod>, String> {
+        if self.list_pods_on.contains(&fd.node) {
+            let (client, node) = (self.writer.client.clone(), fd.node.clone());
+            let listed = Self::shared(&self.pod_lists, &fd.node, move || {
+                async move {
+                    let params = ListParams::default().fields(&format!("spec.nodeName={node}"));
+                    let pods =
+                        Api::<Pod>::all(client).list(&params).await.map_err(|e| e.to_string())?;
+                    Ok(pods
+                        .items
+                        .into_iter()
+                        .map(|p| ((p.namespace().unwrap_or_default(), p.name_any()), p))
+                        .collect())
+                }
+                .boxed()
+            })
+            .await;
+            match &*listed {
+                Ok(pods) => {
+                    if let Some(pod) = pods.get(&(fd.namespace.clone(), fd.name.clone())) {
+                        return Ok(Some(pod.clone()));
+                    }
+                }
+                Err(e) => return Err(e.clone()),
+            }
+        }
+        let pods: Api<Pod> = Api::namespaced(self.writer.client.clone(), &fd.namespace);
+        pods.get_opt(&fd.name).await.map_err(|e| e.to_string())
     }
 }
 

@@ -78,6 +78,16 @@ fn pod(uid: &str) -> Value {
     })
 }
 
+/// `web-<i>` on n1, Terminating; `web-0` has the UID `uid`, the others `uid-<i + 1>`.
+fn named_pod(i: usize, uid: &str) -> Value {
+    let mut pod = pod(uid);
+    pod["metadata"]["name"] = json!(format!("web-{i}"));
+    if i > 0 {
+        pod["metadata"]["uid"] = json!(format!("uid-{}", i + 1));
+    }
+    pod
+}
+
 fn dead_node() -> Value {
     json!({
         "apiVersion": "v1", "kind": "Node", "metadata": { "name": "n1" },
@@ -109,6 +119,10 @@ async fn serve(mut handle: Handle, world: World) -> Vec<(Method, String, Value)>
         let body = body_json(req).await;
         let reply = match (method.as_str(), uri.as_str()) {
             ("GET", u) if u.starts_with("/api/v1/namespaces/ns/pods/web-0") => pod(world.pod_uid),
+            ("GET", u) if u.starts_with("/api/v1/pods?") => json!({
+                "apiVersion": "v1", "kind": "PodList", "metadata": {},
+                "items": (0..5).map(|i| named_pod(i, world.pod_uid)).collect::<Vec<_>>(),
+            }),
             ("GET", u) if u.starts_with("/api/v1/nodes/n1") => dead_node(),
             ("GET", u)
                 if u.starts_with(
@@ -259,4 +273,64 @@ async fn enforce_records_each_action_before_its_request() {
     assert!(status_patches[1].0 > delete, "{seen:?}");
     assert_eq!(result(status_patches[1].1), "Done");
     assert_eq!(status_patches[1].1["status"]["recentActions"].as_array().map(Vec::len), Some(1));
+    // The last look took the policy from the answer to the Pending write, sent just before; it
+    // read the pod, the node and its Lease.
+    let reads: Vec<&str> = seen[..delete]
+        .iter()
+        .filter(|(m, _, _)| m == Method::GET)
+        .map(|(_, u, _)| u.as_str())
+        .collect();
+    assert!(!reads.iter().any(|u| u.contains("/remediationpolicies/")), "{reads:?}");
+    for wanted in ["/pods/web-0", "/nodes/n1", "/leases/n1"] {
+        assert!(reads.iter().any(|u| u.contains(wanted)), "{wanted} not read: {reads:?}");
+    }
+}
+
+#[tokio::test]
+async fn force_deletes_on_one_node_share_their_reads_and_send_events_after_the_deletes() {
+    let (client, handle) = mock();
+    let server = tokio::spawn(serve(handle, DEAD));
+    let writer = Writer::new(client, Arc::new(Metrics::new()), None);
+    let p = policy("Enforce");
+    let actions: Vec<Action> = (0..5)
+        .map(|i| match action() {
+            Action::ForceDelete(fd) => Action::ForceDelete(ForceDelete {
+                name: format!("web-{i}"),
+                uid: format!("uid-{}", i + 1),
+                ..fd
+            }),
+            other => other,
+        })
+        .collect();
+    let outcomes = writer.execute(&p, &validated(&p), &actions, Timestamp::now).await;
+    let seen = server.await.expect("mock server");
+
+    let results: Vec<_> = outcomes.iter().map(|o| o.record.result).collect();
+    assert_eq!(results, vec![ActionResult::Done; 5], "{outcomes:?}");
+    let count =
+        |what: &dyn Fn(&Method, &str) -> bool| seen.iter().filter(|(m, u, _)| what(m, u)).count();
+    // One LIST of the node's pods instead of five GETs; the node, its Lease and the policy read
+    // once for all five (the mock answers within SHARED_LOOK_FOR).
+    assert_eq!(
+        count(&|m, u| m == Method::GET
+            && u.starts_with("/api/v1/pods?")
+            && u.contains("fieldSelector=spec.nodeName%3Dn1")),
+        1,
+        "{seen:?}"
+    );
+    assert_eq!(count(&|m, u| m == Method::GET && u.contains("/namespaces/ns/pods/")), 0);
+    for read in ["/nodes/n1", "/leases/n1", "/remediationpolicies/p"] {
+        assert_eq!(count(&|m, u| m == Method::GET && u.contains(read)), 1, "{read}: {seen:?}");
+    }
+    assert_eq!(count(&|m, _| m == Method::DELETE), 5, "{seen:?}");
+    // Every Event (two per pod) after the last DELETE.
+    let last_delete = seen.iter().rposition(|(m, _, _)| m == Method::DELETE).expect("a DELETE");
+    let events: Vec<usize> = seen
+        .iter()
+        .enumerate()
+        .filter(|(_, (m, u, _))| m == Method::POST && u.contains("/events"))
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(events.len(), 10, "{seen:?}");
+    assert!(events.iter().all(|&i| i > last_delete), "{seen:?}");
 }

@@ -134,6 +134,30 @@ pub struct Measurement {
     /// VmHWM then: the peak resident set since it started.
     pub peak: u64,
     pub requests: Requests,
+    /// What a steady churn of pods cost it, measured after `rss` and `peak`.
+    pub churn: Option<ChurnCost>,
+}
+
+/// A process's cost during a steady churn of pods.
+#[derive(Clone, Debug, Default)]
+pub struct ChurnCost {
+    /// How long the churn ran, in seconds.
+    pub seconds: f64,
+    /// Pod events every pod watcher received meanwhile: the successful writes of pods (by
+    /// anyone) in the audit log, each of which a watch delivers as one event.
+    pub pod_events: usize,
+    /// CPU seconds the process used meanwhile.
+    pub cpu_s: f64,
+    /// VmRSS and VmHWM at its end.
+    pub rss: u64,
+    pub peak: u64,
+}
+
+impl ChurnCost {
+    /// CPU seconds per 1,000 pod events.
+    pub fn cpu_per_1000_events(&self) -> f64 {
+        if self.pod_events == 0 { 0.0 } else { self.cpu_s * 1000.0 / self.pod_events as f64 }
+    }
 }
 
 /// A process's requests as the audit log recorded them.
@@ -161,15 +185,17 @@ impl Requests {
 }
 
 /// Runs `command` (which serves `/readyz` on `readyz`), waits until it is ready, lets it settle
-/// for `settle`, reads its memory and CPU, stops it (SIGTERM) and counts the requests of `user`
-/// in the audit log. Its output goes to `log`.
-pub async fn measure(
+/// for `settle`, reads its memory and CPU; then, given a `churn`, runs it to its end and reads
+/// what it cost; stops the process (SIGTERM) and counts the requests of `user` in the audit log.
+/// Its output goes to `log`.
+pub async fn measure<F: std::future::Future<Output = Result<()>>>(
     cluster: &Cluster,
     mut command: Command,
     readyz: SocketAddr,
     user: &str,
     log: &Path,
     settle: Duration,
+    churn: Option<F>,
 ) -> Result<Measurement> {
     let out = File::create(log)?;
     let started = Instant::now();
@@ -198,9 +224,22 @@ pub async fn measure(
     tokio::time::sleep(settle).await;
     let (rss, peak) = memory(pid)?;
     let cpu_steady_s = cpu_seconds(pid)? - cpu_sync_s;
+    let churn = match churn {
+        Some(churn) => {
+            let (from, cpu_before, started) =
+                (jiff::Timestamp::now(), cpu_seconds(pid)?, Instant::now());
+            churn.await?;
+            let seconds = started.elapsed().as_secs_f64();
+            let cpu_s = cpu_seconds(pid)? - cpu_before;
+            let (rss, peak) = memory(pid)?;
+            let pod_events = pod_writes(&cluster.audit_log, from, jiff::Timestamp::now())?;
+            Some(ChurnCost { seconds, pod_events, cpu_s, rss, peak })
+        }
+        None => None,
+    };
     process.stop();
     let requests = requests_of(&cluster.audit_log, user)?;
-    Ok(Measurement { ready_s, cpu_sync_s, cpu_steady_s, rss, peak, requests })
+    Ok(Measurement { ready_s, cpu_sync_s, cpu_steady_s, rss, peak, requests, churn })
 }
 
 /// A free loopback address for a process's HTTP endpoints.
@@ -299,17 +338,42 @@ fn requests_of(audit_log: &Path, user: &str) -> Result<Requests> {
 }
 
 /// Pods deleted by anyone (evictions by the node lifecycle controller, kwok finishing them),
-/// from the audit log: the populated cluster is steady only if this stays 0.
-pub fn pod_deletes(audit_log: &Path) -> Result<usize> {
+/// but for those whose name starts with `except` (the churn's), from the audit log: the
+/// populated cluster is steady only if this stays 0.
+pub fn pod_deletes(audit_log: &Path, except: &str) -> Result<usize> {
+    count_audited(audit_log, |v| {
+        let s = |ptr| field(v, ptr);
+        s("/verb") == "delete"
+            && s("/objectRef/resource") == "pods"
+            && !s("/objectRef/name").starts_with(except)
+    })
+}
+
+/// Successful writes of pods (create, update, patch, delete, by anyone, status included) received
+/// between `from` and `to`, from the audit log: each is one event to every watcher of pods.
+fn pod_writes(audit_log: &Path, from: jiff::Timestamp, to: jiff::Timestamp) -> Result<usize> {
+    count_audited(audit_log, |v| {
+        let s = |ptr| field(v, ptr);
+        let code = v.pointer("/responseStatus/code").and_then(|c| c.as_u64()).unwrap_or(0);
+        let at = s("/requestReceivedTimestamp").parse::<jiff::Timestamp>().ok();
+        matches!(s("/verb"), "create" | "update" | "patch" | "delete")
+            && s("/objectRef/resource") == "pods"
+            && (200..300).contains(&code)
+            && at.is_some_and(|at| at >= from && at <= to)
+    })
+}
+
+/// The completed requests in the audit log that `wanted` accepts.
+fn count_audited(audit_log: &Path, wanted: impl Fn(&serde_json::Value) -> bool) -> Result<usize> {
     let text = std::fs::read_to_string(audit_log)?;
     Ok(text
         .lines()
         .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-        .filter(|v| {
-            let s = |ptr: &str| v.pointer(ptr).and_then(|x| x.as_str()).unwrap_or_default();
-            s("/stage") == "ResponseComplete"
-                && s("/verb") == "delete"
-                && s("/objectRef/resource") == "pods"
-        })
+        .filter(|v| field(v, "/stage") == "ResponseComplete" && wanted(v))
         .count())
+}
+
+/// An audit entry's string field at a JSON pointer ("" when absent).
+fn field<'a>(entry: &'a serde_json::Value, pointer: &str) -> &'a str {
+    entry.pointer(pointer).and_then(|x| x.as_str()).unwrap_or_default()
 }

@@ -34,7 +34,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use measure::{MEASURED_NAMESPACE, Measurement, free_addr};
@@ -45,6 +45,10 @@ use support::{Cluster, ClusterOptions, TestEnv};
 const MIB: f64 = 1024.0 * 1024.0;
 /// How long each process runs after it is ready before its memory is read.
 const SETTLE: Duration = Duration::from_secs(15);
+/// How long the pod churn runs on the populated cluster, after the steady figures are read.
+const CHURN: Duration = Duration::from_secs(30);
+/// Pods created (and, 5 s later, deleted) per second during the churn: `KUBE_REMEDIATOR_BENCH_CHURN`.
+const CHURN_RATE: usize = 20;
 
 fn main() {
     if let Err(e) = support::runtime().block_on(run()) {
@@ -86,6 +90,9 @@ fn svg_path() -> std::path::PathBuf {
 enum Contender {
     /// kube-remediator with `--initial-lists` (None: its default, streaming on 1.36).
     Remediator(Option<&'static str>),
+    /// kube-remediator, its default lists, with this many policies in scope (the benchmark's
+    /// own and copies of it).
+    Policies(usize),
     /// The Go peer in this `--mode`.
     Peer(&'static str),
 }
@@ -95,6 +102,7 @@ impl Contender {
         match self {
             Contender::Remediator(None) => "kube-remediator".into(),
             Contender::Remediator(Some(how)) => format!("kube-remediator, {how} lists"),
+            Contender::Policies(n) => format!("kube-remediator, {n} policies"),
             Contender::Peer(mode) => format!("Go peer, {mode}"),
         }
     }
@@ -102,6 +110,7 @@ impl Contender {
     fn slug(self) -> String {
         match self {
             Contender::Remediator(how) => format!("remediator-{}", how.unwrap_or("default")),
+            Contender::Policies(n) => format!("remediator-{n}-policies"),
             Contender::Peer(mode) => format!("peer-{mode}"),
         }
     }
@@ -121,18 +130,14 @@ async fn scenario(cluster: &Cluster, peer: &Path, versions: &str) -> Result<()> 
     let env = TestEnv::new(client.clone(), "bench-rss").await?;
     measure::prepare(&client).await?;
     // The policy the Go peer implements (see tools/peer/main.go).
-    env.create_policy(json!({
-        "mode": "Enforce",
-        "deadNode": { "notReadyFor": "40s", "leaseStaleFor": "40s", "requireFencingFor": ["None"] },
-        "stuckTerminating": { "delayAfterGrace": "30s" },
-    }))
-    .await?;
+    env.create_policy(policy_spec()).await?;
     eprintln!("[rss] the Go peer: {versions}");
 
     let mut rows = Vec::new();
     let empty = [Contender::Remediator(None), Contender::Peer("naive"), Contender::Peer("tuned")];
     for contender in empty {
-        rows.push(measure_one(cluster, &client, &env, peer, contender, "empty").await?);
+        let none = None::<std::future::Ready<Result<()>>>;
+        rows.push(measure_one(cluster, &client, &env, peer, contender, "empty", none).await?);
     }
 
     let started = Instant::now();
@@ -156,7 +161,7 @@ async fn scenario(cluster: &Cluster, peer: &Path, versions: &str) -> Result<()> 
     let created = futures::stream::iter(0..pods)
         .map(|i| {
             let (env, node, owner_uid) = (&env, &names[i % names.len()], &owner_uid);
-            async move { create_pod(env, i, node, owner_uid).await }
+            async move { create_pod(env, i, &format!("app-{i:05}"), node, owner_uid, None).await }
         })
         .buffer_unordered(32)
         .fold(0usize, |n, r| async move {
@@ -186,11 +191,34 @@ async fn scenario(cluster: &Cluster, peer: &Path, versions: &str) -> Result<()> 
     let contenders = [
         Contender::Remediator(Some("streaming")),
         Contender::Remediator(Some("paged")),
+        Contender::Policies(2),
+        Contender::Policies(11),
         Contender::Peer("naive"),
         Contender::Peer("tuned"),
     ];
+    let churn_rate = size("KUBE_REMEDIATOR_BENCH_CHURN", CHURN_RATE);
     for contender in contenders {
-        rows.push(measure_one(cluster, &client, &env, peer, contender, &populated).await?);
+        let extra = match contender {
+            Contender::Policies(n) => n - 1,
+            _ => 0,
+        };
+        for k in 0..extra {
+            env.create_named_policy(&format!("{}-extra-{k}", env.name), policy_spec()).await?;
+        }
+        let churn =
+            (churn_rate > 0).then(|| churn(&env, &names, &owner_uid, contender, churn_rate));
+        rows.push(measure_one(cluster, &client, &env, peer, contender, &populated, churn).await?);
+        for k in 0..extra {
+            env.policies().delete(&format!("{}-extra-{k}", env.name), &Default::default()).await?;
+        }
+        // The churn's pods are all gone (kwok finishes them behind the churn) before the next
+        // process starts, so that none of it spills into the next measurement.
+        let selector = format!("churn={}", contender.slug());
+        support::wait_for(&format!("the pods {selector} gone"), Duration::from_secs(300), || {
+            let (selector, env) = (&selector, &env);
+            async move { Ok(env.list_pods(selector).await?.is_empty().then_some(())) }
+        })
+        .await?;
     }
 
     println!();
@@ -199,12 +227,12 @@ async fn scenario(cluster: &Cluster, peer: &Path, versions: &str) -> Result<()> 
          in {pods_took:.0} s); a Running pod weighs {bytes} bytes of JSON. Go peer: {versions}.",
         nodes_took + pods_took
     );
-    let deleted = measure::pod_deletes(&cluster.audit_log)?;
+    let deleted = measure::pod_deletes(&cluster.audit_log, "churn-")?;
     if deleted > 0 {
         println!();
         println!(
-            "WARNING: {deleted} pods were deleted during the run (evictions?): the cluster was not \
-             steady while it was measured."
+            "WARNING: {deleted} pods (the churn's not counted) were deleted during the run \
+             (evictions?): the cluster was not steady while it was measured."
         );
     }
     println!();
@@ -244,8 +272,52 @@ async fn scenario(cluster: &Cluster, peer: &Path, versions: &str) -> Result<()> 
             }
         }
     }
+    let churned: Vec<_> = rows.iter().filter_map(|r| r.m.churn.as_ref().map(|c| (r, c))).collect();
+    if let Some((_, first)) = churned.first() {
+        println!();
+        println!(
+            "Under churn ({churn_rate} pods created per second for {:.0} s, each deleted 5 s later; \
+             pod events = successful pod writes in the audit log meanwhile):",
+            first.seconds
+        );
+        println!();
+        println!(
+            "| process | pod events | CPU | CPU per 1,000 pod events | RSS after | peak RSS |"
+        );
+        println!("| --- | --- | --- | --- | --- | --- |");
+        for (Row { contender, .. }, c) in &churned {
+            println!(
+                "| {} | {} | {:.2} s | {:.3} s | {:.1} MiB | {:.1} MiB |",
+                contender.label(),
+                c.pod_events,
+                c.cpu_s,
+                c.cpu_per_1000_events(),
+                c.rss as f64 / MIB,
+                c.peak as f64 / MIB,
+            );
+        }
+    }
+    let with = |n: usize| {
+        rows.iter().find(|r| match (n, r.contender) {
+            (1, Contender::Remediator(Some("streaming"))) => true,
+            (n, Contender::Policies(k)) => k == n,
+            _ => false,
+        })
+    };
+    if let (Some(one), Some(more)) = (with(1), with(11)) {
+        let churn_cpu = |r: &Row| r.m.churn.as_ref().map_or(0.0, |c| c.cpu_per_1000_events());
+        println!();
+        println!(
+            "One more policy costs (1 to 11 policies, per policy): {:.2} MiB steady RSS, {:.3} s CPU \
+             to sync, {:.4} s CPU per 1,000 pod events",
+            (more.m.rss as f64 - one.m.rss as f64) / MIB / 10.0,
+            (more.m.cpu_sync_s - one.m.cpu_sync_s) / 10.0,
+            (churn_cpu(more) - churn_cpu(one)) / 10.0,
+        );
+    }
     let results: Vec<plot::ProcessResult> = rows
         .iter()
+        .filter(|r| !matches!(r.contender, Contender::Policies(_)))
         .map(|Row { contender, cluster, m }| plot::ProcessResult {
             process: contender.label(),
             cluster: if cluster == "empty" { "empty" } else { "populated" }.into(),
@@ -266,20 +338,25 @@ async fn scenario(cluster: &Cluster, peer: &Path, versions: &str) -> Result<()> 
 
 /// Starts `contender` as a service account of its own, measures it ([`measure::measure`]) and
 /// stops it; logs what it requested, per resource.
-async fn measure_one(
+async fn measure_one<F: std::future::Future<Output = Result<()>>>(
     cluster: &Cluster,
     client: &kube::Client,
     env: &TestEnv,
     peer: &Path,
     contender: Contender,
     what: &str,
+    churn: Option<F>,
 ) -> Result<Row> {
     let phase = if what == "empty" { "empty" } else { "populated" };
     let name = format!("{}-{phase}", contender.slug());
     let (kubeconfig, user) = measure::identity(client, cluster, &name).await?;
     let addr = free_addr()?;
     let command = match contender {
-        Contender::Remediator(how) => {
+        Contender::Remediator(_) | Contender::Policies(_) => {
+            let how = match contender {
+                Contender::Remediator(how) => how,
+                _ => None,
+            };
             let mut c = Command::new(support::operator::binary());
             c.args(["run", "--policy-selector"])
                 .arg(format!("{TEST_LABEL}={}", env.name))
@@ -307,7 +384,7 @@ async fn measure_one(
         }
     };
     let log = cluster.dir.join(format!("measured-{name}.log"));
-    let m = measure::measure(cluster, command, addr, &user, &log, SETTLE).await?;
+    let m = measure::measure(cluster, command, addr, &user, &log, SETTLE, churn).await?;
     eprintln!(
         "[rss] {} on {what}: ready in {:.1}s ({:.2} s CPU), RSS {:.1} MiB, peak {:.1} MiB; \
          WATCH {:?}, LIST {:?}, {} GETs, {} writes ({} to Leases)",
@@ -322,12 +399,77 @@ async fn measure_one(
         m.requests.writes,
         m.requests.lease_writes,
     );
+    if let Some(c) = &m.churn {
+        eprintln!(
+            "[rss] {} under churn: {} pod events in {:.0} s, {:.2} s CPU ({:.3} s per 1,000 \
+             events), RSS {:.1} MiB, peak {:.1} MiB",
+            contender.label(),
+            c.pod_events,
+            c.seconds,
+            c.cpu_s,
+            c.cpu_per_1000_events(),
+            c.rss as f64 / MIB,
+            c.peak as f64 / MIB,
+        );
+    }
     Ok(Row { contender, cluster: what.to_string(), m })
 }
 
-/// A pod as real workloads have them, bound to `node`, then labelled by a second field manager.
-async fn create_pod(env: &TestEnv, i: usize, node: &str, owner_uid: &str) -> Result<()> {
-    let name = format!("app-{i:05}");
+/// The policy every contender enforces (see tools/peer/main.go).
+fn policy_spec() -> serde_json::Value {
+    json!({
+        "mode": "Enforce",
+        "deadNode": { "notReadyFor": "40s", "leaseStaleFor": "40s", "requireFencingFor": ["None"] },
+        "stuckTerminating": { "delayAfterGrace": "30s" },
+    })
+}
+
+/// For [`CHURN`]: `rate` pods a second created on the nodes in turn (as the populated cluster's
+/// pods, labelled `churn=<contender>`), each deleted 5 s after it was created (kwok then
+/// finishes it).
+async fn churn(
+    env: &TestEnv,
+    nodes: &[String],
+    owner_uid: &str,
+    contender: Contender,
+    rate: usize,
+) -> Result<()> {
+    let slug = contender.slug();
+    let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / rate as f64));
+    let keep = 5 * rate;
+    let ticks = CHURN.as_secs() as usize * rate;
+    let requests = futures::stream::FuturesUnordered::new();
+    for i in 0..ticks {
+        tick.tick().await;
+        let name = format!("churn-{slug}-{i:05}");
+        let (node, slug) = (&nodes[i % nodes.len()], &slug);
+        requests.push(
+            async move {
+                create_pod(env, i, &name, node, owner_uid, Some(slug)).await?;
+                tokio::time::sleep(Duration::from_secs(keep as u64 / rate as u64)).await;
+                env.pods().delete(&name, &Default::default()).await?;
+                anyhow::Ok(())
+            }
+            .boxed(),
+        );
+    }
+    let failed = requests.filter(|r| futures::future::ready(r.is_err())).count().await;
+    if failed > 0 {
+        eprintln!("[rss] {failed} churn pods failed to be created or deleted");
+    }
+    Ok(())
+}
+
+/// A pod as real workloads have them, bound to `node`, then labelled by a second field manager
+/// (a churn pod also `churn=<churn>`).
+async fn create_pod(
+    env: &TestEnv,
+    i: usize,
+    name: &str,
+    node: &str,
+    owner_uid: &str,
+    churn: Option<&str>,
+) -> Result<()> {
     let app = format!("shop-{}", i % 30);
     let env_vars: Vec<_> = (0..12)
         .map(|k| json!({ "name": format!("SETTING_{k}"), "value": format!("value-{k}-for-{app}-in-production") }))
@@ -386,11 +528,15 @@ async fn create_pod(env: &TestEnv, i: usize, node: &str, owner_uid: &str) -> Res
             ],
         },
     }))?;
+    let mut pod = pod;
+    if let Some(churn) = churn {
+        pod.metadata.labels.get_or_insert_default().insert("churn".into(), churn.into());
+    }
     let pods = env.pods();
     let create = PostParams { field_manager: Some("bench-deployer".into()), ..Default::default() };
     pods.create(&create, &pod).await?;
     let label = json!({ "metadata": { "labels": { "example.com/audited": "true" } } });
     let patch = PatchParams { field_manager: Some("bench-labeler".into()), ..Default::default() };
-    pods.patch(&name, &patch, &Patch::Merge(&label)).await?;
+    pods.patch(name, &patch, &Patch::Merge(&label)).await?;
     Ok(())
 }
