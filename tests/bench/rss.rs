@@ -214,11 +214,20 @@ async fn scenario(cluster: &Cluster, peer: &Path, versions: &str) -> Result<()> 
         // The churn's pods are all gone (kwok finishes them behind the churn) before the next
         // process starts, so that none of it spills into the next measurement.
         let selector = format!("churn={}", contender.slug());
-        support::wait_for(&format!("the pods {selector} gone"), Duration::from_secs(300), || {
-            let (selector, env) = (&selector, &env);
-            async move { Ok(env.list_pods(selector).await?.is_empty().then_some(())) }
-        })
-        .await?;
+        if let Some(e) = support::wait_for(
+            &format!("the pods {selector} gone"),
+            Duration::from_secs(300),
+            || {
+                let (selector, env) = (&selector, &env);
+                async move { Ok(env.list_pods(selector).await?.is_empty().then_some(())) }
+            },
+        )
+        .await
+        .err()
+        {
+            // At tier M kwok may not keep up: the next process is measured in the churn's wake.
+            eprintln!("[rss] WARNING: {e:#}; the next process is measured while they go");
+        }
     }
 
     println!();
