@@ -484,17 +484,12 @@ impl Writer {
         policy: &RemediationPolicy,
         verb: &str,
     ) -> std::result::Result<(), (ActionResult, Option<String>)> {
-        let policies: Api<RemediationPolicy> = Api::all(self.client.clone());
-        let fresh = match policies.get_opt(&policy.name_any()).await {
-            Ok(fresh) => fresh.map(|p| FreshPolicy {
-                mode: p.spec.mode,
-                paused: p.spec.paused,
-                generation: p.metadata.generation,
-            }),
-            Err(e) => {
-                return Err((ActionResult::Failed, Some(format!("last look: the policy: {e}"))));
-            }
-        };
+        let fresh = self
+            .read_policy(&policy.name_any())
+            .await
+            .map_err(|e| (ActionResult::Failed, Some(e)))?
+            .as_ref()
+            .map(fresh_policy);
         policy_still_enforces(fresh, policy.metadata.generation, verb)
             .map_err(|skip| (ActionResult::Skipped, Some(skip)))
     }
@@ -902,6 +897,15 @@ fn pending_record(action: &Action, at: Timestamp) -> RecentAction {
     }
 }
 
+/// A freshly read policy, in the core's terms.
+fn fresh_policy(policy: &RemediationPolicy) -> FreshPolicy {
+    FreshPolicy {
+        mode: policy.spec.mode,
+        paused: policy.spec.paused,
+        generation: policy.metadata.generation,
+    }
+}
+
 /// What the fresh reads say, in the core's terms.
 pub(crate) fn last_look<'a>(
     pod: Option<&'a Pod>,
@@ -928,11 +932,7 @@ pub(crate) fn last_look<'a>(
             .and_then(|l| l.spec.as_ref())
             .and_then(|s| s.renew_time.as_ref())
             .map(|t| t.0),
-        policy: policy.map(|p| FreshPolicy {
-            mode: p.spec.mode,
-            paused: p.spec.paused,
-            generation: p.metadata.generation,
-        }),
+        policy: policy.map(fresh_policy),
     }
 }
 
