@@ -22,6 +22,7 @@ pub mod error;
 pub mod http;
 pub mod leader;
 pub mod metrics;
+pub mod safety;
 pub mod telemetry;
 pub mod writer;
 

@@ -12,6 +12,7 @@ use crate::core::NodeState;
 use crate::core::rollouts::{BlockCause, WorkloadKind};
 use crate::crd::{ActionKind, ActionResult, Mode};
 use crate::error::ErrorCategory;
+use crate::safety::Invariant;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ActionLabels {
@@ -44,6 +45,11 @@ pub struct CauseLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PolicyLabels {
     pub policy: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct InvariantLabels {
+    pub invariant: Label<Invariant>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -116,6 +122,8 @@ pub struct Metrics {
     pub reconcile_duration: Histogram,
     /// Writes not sent because this replica did not hold the leader Lease at that instant.
     pub writes_refused_not_leader: Family<WriteLabels, Counter>,
+    /// Writes the safety kernel refused, by invariant: each one a defect of the rules.
+    pub safety_refusals: Family<InvariantLabels, Counter>,
     /// Recreate Deployments and StatefulSets blocked by Terminating pods, by kind and cause.
     pub blocked_rollouts: Family<BlockedLabels, Gauge>,
     /// Nodes and Terminating pods in the operator's compact cache.
@@ -168,6 +176,7 @@ impl Metrics {
                 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
             ]),
             writes_refused_not_leader: Family::default(),
+            safety_refusals: Family::default(),
             blocked_rollouts: Family::default(),
             cached_nodes: Gauge::default(),
             cached_terminating_pods: Gauge::default(),
@@ -177,6 +186,11 @@ impl Metrics {
             peak_resident_memory: Gauge::default(),
             registry: Registry::default(),
         };
+        // Every invariant's series exists from the start, at 0, so that an alert on its
+        // increase sees the first refusal.
+        for invariant in <Invariant as strum::IntoEnumIterator>::iter() {
+            drop(m.safety_refusals.get_or_create(&InvariantLabels { invariant: Label(invariant) }));
+        }
         Metrics { registry: m.register(), ..m }
     }
 
@@ -238,6 +252,12 @@ impl Metrics {
             "writes_refused_not_leader",
             "Writes not sent because this replica did not hold the leader Lease, by kind of write",
             m.writes_refused_not_leader.clone(),
+        );
+        r.register(
+            "safety_refusals",
+            "Writes the safety kernel refused right before sending them, by invariant (each one \
+             a defect of the rules: see the Event SafetyRefused)",
+            m.safety_refusals.clone(),
         );
         r.register(
             "blocked_rollouts",

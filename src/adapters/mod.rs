@@ -123,6 +123,9 @@ pub fn node_view(node: &Node) -> NodeView {
                 .map(|json| node_record(json))
                 .unwrap_or_default(),
             ready_seen: None,
+            left_ready_seen: None,
+            last_outage: None,
+            deleted_by_us: None,
         },
         labels,
         excluded: excluded(annotations),
@@ -210,6 +213,9 @@ pub fn pod_record(pod: &WatchedPod) -> Option<PodRecord> {
             finalizers: meta.finalizers.clone().unwrap_or_default(),
             running_containers: running_containers(pod),
             stale_ready_since,
+            // Ours to date: the state fills them in from when it saw the pod.
+            stale_seen: None,
+            terminating_seen: None,
         },
         claims,
     })
@@ -233,19 +239,59 @@ fn single_writer_inline(v: &WatchedVolume) -> bool {
         || v.storageos.is_some()
 }
 
-/// For a running pod whose Ready condition is False while every container reports ready: when
-/// the condition went False (`Timestamp::UNIX_EPOCH` when it says nothing). `None` otherwise.
+/// The reasons a kubelet gives a Ready=False condition it computed itself: the kubelet thinks
+/// the pod is not ready, so it is no pod a node outage left behind.
+const KUBELET_NOT_READY_REASONS: [&str; 3] =
+    ["ContainersNotReady", "ReadinessGatesNotReady", "PodCompleted"];
+
+/// For a running pod whose Ready condition is False while everything the kubelet would ask of
+/// it is satisfied: every container ready and running, every native sidecar (an init container
+/// with `restartPolicy: Always`) ready and running, every other init container finished with
+/// exit code 0, every readiness gate's condition True, and a Ready=False not computed by the
+/// kubelet. When the condition went False (`Timestamp::UNIX_EPOCH` when it says nothing).
+/// `None` otherwise: a pod failing its own readiness is never touched.
 fn stale_ready_since(pod: &WatchedPod) -> Option<jiff::Timestamp> {
     let status = pod.status.as_ref()?;
     if status.phase.as_deref() != Some("Running") {
         return None;
     }
-    let ready = status.conditions.as_ref()?.iter().find(|c| c.type_ == "Ready")?;
+    let conditions = status.conditions.as_deref()?;
+    let ready = conditions.iter().find(|c| c.type_ == "Ready")?;
+    if ready.status != "False"
+        || ready.reason.as_deref().is_some_and(|r| KUBELET_NOT_READY_REASONS.contains(&r))
+    {
+        return None;
+    }
+    let running = |c: &watched_pod::WatchedContainerStatus| {
+        c.ready && c.state.as_ref().is_some_and(|s| s.running.is_some())
+    };
     let containers = status.container_statuses.as_ref().filter(|c| !c.is_empty())?;
-    let all_ready =
-        containers.iter().all(|c| c.ready && c.state.as_ref().is_some_and(|s| s.running.is_some()));
-    (ready.status == "False" && all_ready)
-        .then(|| ready.last_transition_time.as_ref().map_or(jiff::Timestamp::UNIX_EPOCH, |t| t.0))
+    if !containers.iter().all(running) {
+        return None;
+    }
+    let spec = pod.spec.as_ref();
+    let init_statuses = status.init_container_statuses.as_deref().unwrap_or_default();
+    for init in spec.and_then(|s| s.init_containers.as_deref()).unwrap_or_default() {
+        let status = init_statuses.iter().find(|s| s.name == init.name)?;
+        let sidecar = init.restart_policy.as_deref() == Some("Always");
+        let finished = || {
+            status
+                .state
+                .as_ref()
+                .and_then(|s| s.terminated.as_ref())
+                .is_some_and(|t| t.exit_code == 0)
+        };
+        if !(if sidecar { running(status) } else { finished() }) {
+            return None;
+        }
+    }
+    for gate in spec.and_then(|s| s.readiness_gates.as_deref()).unwrap_or_default() {
+        let met = conditions.iter().any(|c| c.type_ == gate.condition_type && c.status == "True");
+        if !met {
+            return None;
+        }
+    }
+    Some(ready.last_transition_time.as_ref().map_or(jiff::Timestamp::UNIX_EPOCH, |t| t.0))
 }
 
 /// The names of the pod's containers whose status says running.

@@ -38,6 +38,24 @@ pub struct WatchedPod {
 pub struct WatchedPodSpec {
     pub node_name: Option<String>,
     pub volumes: Option<Vec<WatchedVolume>>,
+    /// The condition types of `spec.readinessGates`.
+    pub readiness_gates: Option<Vec<WatchedReadinessGate>>,
+    /// Each init container's name and restart policy (`Always`: a native sidecar).
+    pub init_containers: Option<Vec<WatchedInitContainer>>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct WatchedReadinessGate {
+    pub condition_type: String,
+}
+
+/// An init container as the records read it: its name and restart policy only.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct WatchedInitContainer {
+    pub name: String,
+    pub restart_policy: Option<String>,
 }
 
 /// A volume: its claim, if any, and which single-writer inline sources it names (their
@@ -86,6 +104,7 @@ pub struct WatchedPodStatus {
     pub phase: Option<String>,
     pub conditions: Option<Vec<WatchedCondition>>,
     pub container_statuses: Option<Vec<WatchedContainerStatus>>,
+    pub init_container_statuses: Option<Vec<WatchedContainerStatus>>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -94,6 +113,7 @@ pub struct WatchedCondition {
     #[serde(rename = "type")]
     pub type_: String,
     pub status: String,
+    pub reason: Option<String>,
     pub last_transition_time: Option<Time>,
 }
 
@@ -109,6 +129,13 @@ pub struct WatchedContainerStatus {
 #[serde(default)]
 pub struct WatchedContainerState {
     pub running: Option<Present>,
+    pub terminated: Option<WatchedTerminated>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct WatchedTerminated {
+    pub exit_code: i32,
 }
 
 impl kube::Resource for WatchedPod {

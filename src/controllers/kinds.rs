@@ -41,8 +41,8 @@ pub trait Watched:
     /// The object was added or changed, seen at `now`.
     fn apply(state: &mut ClusterState, obj: &Self, now: Timestamp) -> Change;
 
-    /// The object was deleted.
-    fn delete(state: &mut ClusterState, obj: &Self) -> Change;
+    /// The object was deleted, seen at `now`.
+    fn delete(state: &mut ClusterState, obj: &Self, now: Timestamp) -> Change;
 }
 
 fn uid<K: Resource>(obj: &K) -> &str {
@@ -54,8 +54,8 @@ impl Watched for Node {
     fn apply(state: &mut ClusterState, obj: &Self, now: Timestamp) -> Change {
         state.apply_node(obj, now)
     }
-    fn delete(state: &mut ClusterState, obj: &Self) -> Change {
-        state.delete_node(&obj.name_any())
+    fn delete(state: &mut ClusterState, obj: &Self, now: Timestamp) -> Change {
+        state.delete_node(&obj.name_any(), now)
     }
 }
 
@@ -68,17 +68,17 @@ impl Watched for Lease {
         let renewed = obj.spec.as_ref().and_then(|s| s.renew_time.as_ref()).map(|t| t.0);
         state.apply_lease(&obj.name_any(), renewed, now)
     }
-    fn delete(state: &mut ClusterState, obj: &Self) -> Change {
+    fn delete(state: &mut ClusterState, obj: &Self, _: Timestamp) -> Change {
         state.delete_lease(&obj.name_any())
     }
 }
 
 impl Watched for WatchedPod {
     const KIND: WatchedKind = WatchedKind::Pod;
-    fn apply(state: &mut ClusterState, obj: &Self, _: Timestamp) -> Change {
-        state.apply_pod(obj)
+    fn apply(state: &mut ClusterState, obj: &Self, now: Timestamp) -> Change {
+        state.apply_pod(obj, now)
     }
-    fn delete(state: &mut ClusterState, obj: &Self) -> Change {
+    fn delete(state: &mut ClusterState, obj: &Self, _: Timestamp) -> Change {
         state.delete_pod(uid(obj))
     }
 }
@@ -88,7 +88,7 @@ impl Watched for Namespace {
     fn apply(state: &mut ClusterState, obj: &Self, _: Timestamp) -> Change {
         state.apply_namespace(obj)
     }
-    fn delete(state: &mut ClusterState, obj: &Self) -> Change {
+    fn delete(state: &mut ClusterState, obj: &Self, _: Timestamp) -> Change {
         state.delete_namespace(&obj.name_any())
     }
 }
@@ -98,7 +98,7 @@ impl Watched for PersistentVolumeClaim {
     fn apply(state: &mut ClusterState, obj: &Self, _: Timestamp) -> Change {
         state.apply_claim(obj)
     }
-    fn delete(state: &mut ClusterState, obj: &Self) -> Change {
+    fn delete(state: &mut ClusterState, obj: &Self, _: Timestamp) -> Change {
         state.delete_claim(obj.metadata.namespace.as_deref().unwrap_or_default(), &obj.name_any())
     }
 }
@@ -108,7 +108,7 @@ impl Watched for Deployment {
     fn apply(state: &mut ClusterState, obj: &Self, _: Timestamp) -> Change {
         state.apply_workload(deployment_view(obj))
     }
-    fn delete(state: &mut ClusterState, obj: &Self) -> Change {
+    fn delete(state: &mut ClusterState, obj: &Self, _: Timestamp) -> Change {
         state.delete_workload(uid(obj))
     }
 }
@@ -118,7 +118,7 @@ impl Watched for StatefulSet {
     fn apply(state: &mut ClusterState, obj: &Self, _: Timestamp) -> Change {
         state.apply_workload(stateful_set_view(obj))
     }
-    fn delete(state: &mut ClusterState, obj: &Self) -> Change {
+    fn delete(state: &mut ClusterState, obj: &Self, _: Timestamp) -> Change {
         state.delete_workload(uid(obj))
     }
 }
@@ -128,7 +128,7 @@ impl Watched for ReplicaSet {
     fn apply(state: &mut ClusterState, obj: &Self, _: Timestamp) -> Change {
         state.apply_replica_set(replica_set_view(obj))
     }
-    fn delete(state: &mut ClusterState, obj: &Self) -> Change {
+    fn delete(state: &mut ClusterState, obj: &Self, _: Timestamp) -> Change {
         state.delete_replica_set(uid(obj))
     }
 }

@@ -98,13 +98,16 @@ impl PolicyMemory {
             }
         }
         self.failures.retain(|key, _| live.contains(key.split('/').next().unwrap_or_default()));
+        // An action not done (failed, or skipped: refused by a budget, or the last look found the
+        // world changed) waits its backoff whatever else triggers a reconcile, so that neither
+        // its own record's status write nor other watch events bring it back at once.
         for outcome in outcomes {
             let key = &outcome.acted_key;
-            if outcome.record.result == ActionResult::Failed {
+            if outcome.handled {
+                self.failures.remove(key);
+            } else {
                 let failures = self.failures.get(key).map_or(0, |b| b.failures) + 1;
                 self.failures.insert(key.clone(), Backoff::after(failures, outcome.record.time.0));
-            } else if outcome.handled {
-                self.failures.remove(key);
             }
         }
         let skipped = outcomes
@@ -284,13 +287,16 @@ impl Ledger {
         live_pods: impl Iterator<Item = &'a str>,
     ) {
         let live: BTreeSet<&str> = live_pods.collect();
-        self.acted.retain(|uid| live.contains(uid.as_str()));
+        self.acted.retain(|key| live.contains(key.split('/').next().unwrap_or_default()));
         for outcome in outcomes.iter().filter(|o| o.record.result.spends_budget()) {
             let action =
                 PastAction { at: outcome.record.time.0, owner: owner_key(&outcome.record) };
             self.actions.push((policy.to_string(), action));
-            if outcome.handled && outcome.record.action == crate::crd::ActionKind::ForceDelete {
-                self.acted.insert(outcome.record.uid.clone());
+            // Every pod action, once, whichever policy took it: one eviction per pod across
+            // every policy, as one force delete.
+            let pod_action = !outcome.record.namespace.is_empty();
+            if outcome.handled && pod_action {
+                self.acted.insert(outcome.acted_key.clone());
             }
         }
     }

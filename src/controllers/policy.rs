@@ -21,11 +21,11 @@ use super::watch::{SharedState, trigger_stream};
 use crate::adapters::rearm_token;
 use crate::core::stuck::StuckCause;
 use crate::core::{
-    CONDITION_INVALID, Evaluation, InvalidPolicy, MaxUnhealthy, NodeState, Observed, Plan, PodNow,
-    StormInput, blocked_rollouts_in_scope, circuit_memory, desired_status, hold_counts,
+    Acting, CONDITION_INVALID, Evaluation, InvalidPolicy, MaxUnhealthy, NodeState, Observed, Plan,
+    PodNow, StormInput, blocked_rollouts_in_scope, circuit_memory, desired_status, hold_counts,
     needs_fencing, plan, stale_ready, stuck_on_live_nodes, transition_notices, validate,
 };
-use crate::crd::{Mode, RemediationPolicy, RemediationPolicyStatus};
+use crate::crd::{ActionKind, ActionResult, Mode, RemediationPolicy, RemediationPolicyStatus};
 use crate::metrics::{CauseLabels, ErrorLabels, Label, Metrics, PolicyLabels, StuckLabels};
 use crate::writer::{Commit, Notice, Writer};
 use crate::{Error, Result};
@@ -44,6 +44,8 @@ pub struct Context {
     ledger: tokio::sync::Mutex<Ledger>,
     /// `--max-unhealthy-nodes-in-cluster`: the storm guard over every node, for every policy.
     cluster_limit: MaxUnhealthy,
+    /// The policies that exist, as of the last sweep (`None` before the first).
+    live_policies: Mutex<Option<BTreeSet<String>>>,
 }
 
 impl Context {
@@ -60,6 +62,7 @@ impl Context {
             memory: Mutex::new(HashMap::new()),
             ledger: tokio::sync::Mutex::new(Ledger::default()),
             cluster_limit,
+            live_policies: Mutex::new(None),
         }
     }
 
@@ -127,6 +130,7 @@ async fn forget_deleted(
     loop {
         tokio::time::sleep(SWEEP_EVERY).await;
         let live: BTreeSet<String> = store.state().iter().map(|p| p.name_any()).collect();
+        *ctx.live_policies.lock().unwrap_or_else(|e| e.into_inner()) = Some(live.clone());
         let gone: Vec<String> = {
             let memory = ctx.memory.lock().unwrap_or_else(|e| e.into_inner());
             memory.keys().filter(|name| !live.contains(*name)).cloned().collect()
@@ -193,6 +197,10 @@ async fn evaluate(policy: &RemediationPolicy, ctx: &Context) -> Result<Action> {
         let mut observed = state.observe(now, recent, acted);
         observed.others_actions = others;
         observed.backoff = backoff;
+        observed.acting = Acting {
+            policy: name.clone(),
+            live_policies: ctx.live_policies.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+        };
         observed.storm = StormInput {
             cluster_limit: Some(ctx.cluster_limit),
             previous: circuit_memory(previous.as_ref()),
@@ -269,6 +277,16 @@ async fn evaluate(policy: &RemediationPolicy, ctx: &Context) -> Result<Action> {
     ctx.remember(&name, |m| m.record(&committed.outcomes, live_and_nodes));
     if let Some(ledger) = ledger.as_mut() {
         ledger.record(&name, &committed.outcomes, live());
+        // Before the ledger is released, so that no policy in Enforce ever reads a Node we
+        // deleted as deleted by someone else (fencing evidence, death without a Lease).
+        let mut state = ctx.state.write().unwrap_or_else(|e| e.into_inner());
+        for record in committed.outcomes.iter().map(|o| &o.record) {
+            // A failed DELETE may have happened (a timeout): counted as ours too.
+            let sent = matches!(record.result, ActionResult::Done | ActionResult::Failed);
+            if record.action == ActionKind::DeleteNode && sent {
+                state.node_deleted_by_us(&record.uid, record.time.0);
+            }
+        }
     }
     drop(ledger);
     match committed.status {

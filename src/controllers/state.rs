@@ -19,7 +19,8 @@ use crate::core::rollouts::{
     ReplicaSetView, RolloutAnalysis, WorkloadKind, WorkloadRef, WorkloadView, blocked_rollouts,
 };
 use crate::core::{
-    EvidenceWindow, NodeView, Observed, PastAction, PodView, Readiness, Suspension, lease_drought,
+    EvidenceWindow, NodeView, OWN_DELETIONS_COUNT_FOR, Observed, Outage, PastAction, PodView,
+    Readiness, Suspension, lease_drought,
 };
 
 /// The kinds the operator watches.
@@ -169,6 +170,13 @@ pub struct ClusterState {
     deployments: Store<WorkloadView>,
     stateful_sets: Store<WorkloadView>,
     replica_sets: Store<ReplicaSetView>,
+    /// Nodes seen deleted (by a watch event, not missing from a relist), by name, with when:
+    /// kept while pods still reference them, and those this operator deleted for
+    /// [`OWN_DELETIONS_COUNT_FOR`] (the storm guard still counts them).
+    tombstones: HashMap<String, (NodeView, Timestamp)>,
+    /// Node UIDs this operator deleted itself, with when: their tombstones are its own write,
+    /// never evidence for its own decisions.
+    own_node_deletions: HashMap<String, Timestamp>,
     sync: Sync,
 }
 
@@ -219,25 +227,54 @@ impl ClusterState {
     pub fn apply_node(&mut self, node: &Node, now: Timestamp) -> Change {
         let mut view = node_view(node);
         let name = view.observation.name.clone();
-        let before = self.nodes.live.get(&name);
+        // A Node re-created under the same name is a new node, not the deleted one.
+        self.tombstones.remove(&name);
+        let before = self.nodes.live.get(&name).filter(|b| b.control.uid == view.control.uid);
         let was_ready = before.map(|b| b.observation.readiness == Readiness::Ready);
+        let last_outage = before.and_then(|b| b.control.last_outage);
         if view.observation.readiness != Readiness::Ready {
             view.observation.not_ready_seen = match before {
                 Some(b) if was_ready == Some(false) => b.observation.not_ready_seen.or(Some(now)),
                 _ => Some(now),
             };
+            // Only a change we saw ourselves starts an outage we watched.
+            view.control.left_ready_seen = match before {
+                Some(_) if was_ready == Some(true) => Some(now),
+                Some(b) => b.control.left_ready_seen,
+                None => None,
+            };
+            view.control.last_outage = last_outage;
         } else {
             view.control.ready_seen = match before {
                 Some(b) if was_ready == Some(true) => b.control.ready_seen.or(Some(now)),
                 _ => Some(now),
             };
+            view.control.last_outage = match before {
+                Some(b) if was_ready == Some(false) => {
+                    b.control.left_ready_seen.map(|from| Outage { from, to: now }).or(last_outage)
+                }
+                _ => last_outage,
+            };
         }
         self.nodes.put_with(name, view, same_node_evidence)
     }
 
-    pub fn delete_node(&mut self, name: &str) -> Change {
+    /// A Node was deleted, seen at `now`: its last view is kept as a tombstone.
+    pub fn delete_node(&mut self, name: &str, now: Timestamp) -> Change {
+        if self.nodes.relist.is_none()
+            && let Some(mut view) = self.nodes.live.get(name).cloned()
+        {
+            view.deleted = true;
+            self.tombstones.insert(name.to_string(), (view, now));
+        }
         self.nodes.remove(name);
         Change::Relevant
+    }
+
+    /// This operator deleted the Node with this UID at `at` (recorded by the controller that
+    /// sent the DELETE, before any other policy in Enforce decides again).
+    pub fn node_deleted_by_us(&mut self, uid: &str, at: Timestamp) {
+        self.own_node_deletions.insert(uid.to_string(), at);
     }
 
     /// A kubelet Lease was added or changed, seen at `now`. A new `renewTime` value is a renewal
@@ -272,11 +309,21 @@ impl ClusterState {
         Change::Relevant
     }
 
-    /// A pod was added or changed: kept only while Terminating.
-    pub fn apply_pod(&mut self, pod: &WatchedPod) -> Change {
+    /// A pod was added or changed, seen at `now`: kept only while Terminating or left
+    /// Ready=False with every container ready. When it was first seen so is ours, and kept.
+    pub fn apply_pod(&mut self, pod: &WatchedPod, now: Timestamp) -> Change {
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         match pod_record(pod) {
-            Some(record) => self.pods.put(uid, record),
+            Some(mut record) => {
+                let before = self.pods.live.get(&uid).map(|r| &r.view);
+                let view = &mut record.view;
+                view.terminating_seen = view
+                    .deletion_timestamp
+                    .and(before.and_then(|b| b.terminating_seen).or(Some(now)));
+                view.stale_seen =
+                    view.stale_ready_since.and(before.and_then(|b| b.stale_seen).or(Some(now)));
+                self.pods.put(uid, record)
+            }
             None => self.pods.remove(&uid),
         }
     }
@@ -366,9 +413,40 @@ impl ClusterState {
     /// Reads the renewals for a drought at `now` (see [`crate::core::evidence`]); call before
     /// [`ClusterState::evidence_since`]. Returns whether the reading changed.
     pub fn refresh_evidence(&mut self, now: Timestamp) -> Change {
+        self.prune_tombstones(now);
         let renewals = self.leases.live.values().filter(|l| !l.listed_only).map(|l| l.seen);
         let drought = lease_drought(renewals, now);
         if self.sync.window.drought(now, drought) { Change::Relevant } else { Change::None }
+    }
+
+    /// Forgets the tombstones no pod references any more, but those of Nodes this operator
+    /// deleted within [`OWN_DELETIONS_COUNT_FOR`].
+    fn prune_tombstones(&mut self, now: Timestamp) {
+        let own = &mut self.own_node_deletions;
+        own.retain(|_, at| now.duration_since(*at) < OWN_DELETIONS_COUNT_FOR);
+        let referenced: BTreeSet<&str> =
+            self.pods.live.values().filter_map(|r| r.view.node_name.as_deref()).collect();
+        self.tombstones.retain(|name, (view, _)| {
+            referenced.contains(name.as_str()) || own.contains_key(&view.control.uid)
+        });
+    }
+
+    /// The tombstones to show the planner at `now`, marked when the deletion was ours.
+    fn tombstone_views(&self, now: Timestamp) -> impl Iterator<Item = NodeView> + '_ {
+        let referenced: BTreeSet<&str> =
+            self.pods.live.values().filter_map(|r| r.view.node_name.as_deref()).collect();
+        self.tombstones.iter().filter_map(move |(name, (view, _))| {
+            let ours = self
+                .own_node_deletions
+                .get(&view.control.uid)
+                .filter(|at| now.duration_since(**at) < OWN_DELETIONS_COUNT_FOR);
+            if !referenced.contains(name.as_str()) && ours.is_none() {
+                return None;
+            }
+            let mut view = view.clone();
+            view.control.deleted_by_us = ours.copied();
+            Some(view)
+        })
     }
 
     /// The start of the evidence window at `now`, or why evidence cannot be trusted: a watch
@@ -404,6 +482,7 @@ impl ClusterState {
                 n.observation.lease_seen = lease.map(|l| l.seen);
                 n
             })
+            .chain(self.tombstone_views(now))
             .collect();
         let pods = self
             .pods
@@ -445,6 +524,7 @@ impl ClusterState {
             acted_pods,
             backoff: Default::default(),
             storm: Default::default(),
+            acting: Default::default(),
         }
     }
 }
@@ -579,9 +659,9 @@ mod tests {
             }
             serde_json::from_value(serde_json::json!({"metadata": meta})).expect("pod")
         };
-        assert_eq!(s.apply_pod(&pod(false)), Change::None);
-        assert_eq!(s.apply_pod(&pod(true)), Change::Relevant);
-        assert_eq!(s.apply_pod(&pod(true)), Change::None, "unchanged");
+        assert_eq!(s.apply_pod(&pod(false), at(1)), Change::None);
+        assert_eq!(s.apply_pod(&pod(true), at(1)), Change::Relevant);
+        assert_eq!(s.apply_pod(&pod(true), at(1)), Change::None, "unchanged");
         assert_eq!(s.terminating_pod_count(), 1);
         assert_eq!(s.delete_pod("u1"), Change::Relevant);
         assert_eq!(s.terminating_pod_count(), 0);

@@ -87,7 +87,7 @@ pub fn spawn<K>(
     kind: WatchedKind,
     ctx: WatchCtx,
     apply: fn(&mut ClusterState, &K, Timestamp) -> Change,
-    delete: fn(&mut ClusterState, &K) -> Change,
+    delete: fn(&mut ClusterState, &K, Timestamp) -> Change,
 ) -> JoinHandle<()>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
@@ -101,7 +101,7 @@ async fn consume<K>(
     kind: WatchedKind,
     ctx: WatchCtx,
     apply: fn(&mut ClusterState, &K, Timestamp) -> Change,
-    delete: fn(&mut ClusterState, &K) -> Change,
+    delete: fn(&mut ClusterState, &K, Timestamp) -> Change,
 ) {
     let mut stream = std::pin::pin!(stream);
     while let Some(event) = stream.next().await {
@@ -115,7 +115,7 @@ async fn consume<K>(
                     Change::None
                 }
                 Ok(Event::InitApply(obj)) | Ok(Event::Apply(obj)) => apply(&mut state, obj, now),
-                Ok(Event::Delete(obj)) => delete(&mut state, obj),
+                Ok(Event::Delete(obj)) => delete(&mut state, obj, now),
                 Ok(Event::InitDone) => {
                     info!(kind = kind.as_str(), "watch synced");
                     state.list_done(kind, now)

@@ -7,8 +7,10 @@
 
 use jiff::Timestamp;
 
-use super::node::{fencing_evidence, own_taint_aside};
-use super::observed::{NodeControl, NodeObservation, NodeView, OwnerKey, Readiness, WorkloadRef};
+use super::node::{DeathEvidence, fencing_evidence, own_taint_aside};
+use super::observed::{
+    NodeControl, NodeObservation, NodeView, Outage, OwnerKey, Readiness, WorkloadRef,
+};
 use crate::crd::{
     ActionKind, EXCLUDE_ANNOTATION, FencingRequirement, FencingSpec, Mode, OUT_OF_SERVICE_TAINT,
     SHUTDOWN_TAINT,
@@ -37,6 +39,9 @@ pub struct ForceDelete {
     /// A pod stuck on a live node (liveNodeStuck.forceDeleteAfter): the last look wants its
     /// node still Ready, not dead.
     pub live_node: bool,
+    /// The evidence its node is dead (`None` on a live node), checked again by the safety
+    /// kernel right before the request.
+    pub death: Option<DeathEvidence>,
 }
 
 /// The removal of allowlisted finalizers (`finalizers.removable`) from a Terminating pod they
@@ -57,6 +62,8 @@ pub struct RemoveFinalizers {
     pub remove: Vec<String>,
     /// Every finalizer of the pod as the plan saw it.
     pub current: Vec<String>,
+    /// The evidence its node is dead (`None` on a live node).
+    pub death: Option<DeathEvidence>,
 }
 
 /// An eviction through the Eviction API of a pod left Ready=False after a node blip
@@ -73,9 +80,75 @@ pub struct Evict {
     pub reason: String,
     /// When it became due.
     pub threshold: Timestamp,
+    /// The outage of its node the operator watched, which the pod turned not Ready in.
+    pub outage: Outage,
+    /// When the operator first saw the pod not Ready with everything ready.
+    pub stale_seen: Timestamp,
+}
+
+impl Evict {
+    /// Whether the eviction still stands after the last look (fresh pod, node and policy):
+    /// the same pod, not Terminating, still left Ready=False with everything ready (a kubelet
+    /// that repaired its pod itself is left to it), on a node still Ready. `Err` says why not.
+    pub fn recheck(
+        &self,
+        look: &LastLook<'_>,
+        planned_generation: Option<i64>,
+    ) -> Result<(), String> {
+        policy_still_enforces(look.policy, planned_generation, "evicted")?;
+        let Some(pod) = look.pod else { return Err("pod already gone".into()) };
+        if pod.uid != Some(self.uid.as_str()) {
+            return Err("a new pod with the same name replaced it; left alone".into());
+        }
+        if pod.terminating {
+            return Err("the pod is Terminating already".into());
+        }
+        if !pod.stale {
+            return Err("the pod is no longer left Ready=False with everything ready (its \
+                        kubelet repaired it, or something in it is not ready); left alone"
+                .into());
+        }
+        match &look.node {
+            Some(node) if node.observation.readiness == Readiness::Ready => Ok(()),
+            _ => Err("its node is not Ready now; left alone".into()),
+        }
+    }
 }
 
 impl RemoveFinalizers {
+    /// Whether the removal still stands after the last look: the same pod, still Terminating;
+    /// on a dead node, the node still not Ready and its Lease as the plan saw it; on a live
+    /// node, the node still Ready. `Err` says why not.
+    pub fn recheck(
+        &self,
+        look: &LastLook<'_>,
+        planned_generation: Option<i64>,
+    ) -> Result<(), String> {
+        policy_still_enforces(look.policy, planned_generation, "removed")?;
+        let Some(pod) = look.pod else { return Err("pod already gone".into()) };
+        if pod.uid != Some(self.uid.as_str()) {
+            return Err("a new pod with the same name replaced it; left alone".into());
+        }
+        if !pod.terminating {
+            return Err("pod is no longer Terminating".into());
+        }
+        let ready = look.node.as_ref().is_some_and(|n| n.observation.readiness == Readiness::Ready);
+        match &self.death {
+            None if ready => Ok(()),
+            None => Err("the node is no longer Ready: the dead-node rules decide".into()),
+            Some(_) if ready => Err("node is Ready again; left alone".into()),
+            Some(DeathEvidence::Watched { lease_renewed, .. })
+                if look.lease_renewed != Some(*lease_renewed) =>
+            {
+                Err("the node's Lease was renewed since the plan (or is gone); left alone".into())
+            }
+            Some(DeathEvidence::Deleted) if look.node.is_some() => {
+                Err("a Node of that name exists again; left alone".into())
+            }
+            Some(_) => Ok(()),
+        }
+    }
+
     /// How it is remembered once done: the pod's UID, then the kind (the pod's own force delete,
     /// which may follow on a dead node, is remembered by the UID alone).
     pub fn acted_key(&self) -> String {
@@ -97,6 +170,9 @@ pub struct FreshPod<'a> {
     pub node: &'a str,
     /// Annotated `remediator.io/exclude: "true"`.
     pub excluded: bool,
+    /// Left Ready=False with every container, init container, sidecar and readiness gate
+    /// satisfied, as the watch would judge it now.
+    pub stale: bool,
 }
 
 /// What a fresh read of the pod's node says (`None` in [`LastLook::node`]: the Node is gone).
@@ -105,6 +181,12 @@ pub struct FreshNode {
     pub observation: NodeObservation,
     pub excluded: bool,
     pub control: NodeControl,
+    /// The field managers that own `spec.unschedulable` (its managedFields): a cordon is ours
+    /// to undo only while ours alone.
+    pub cordon_managers: Vec<String>,
+    /// The out-of-service taint's `timeAdded`, if the node has one with our value and effect:
+    /// it is ours to undo only while it is the one our record names.
+    pub out_of_service_added: Option<Timestamp>,
 }
 
 /// What a fresh read of the policy says (`None` in [`LastLook::policy`]: it was deleted).
@@ -200,8 +282,10 @@ pub enum NodeActionKind {
     /// Add `node.kubernetes.io/out-of-service=nodeshutdown:NoExecute`; `assumed_off`: on the
     /// policy's assumeOffAfter, without other fencing evidence.
     OutOfServiceTaint { assumed_off: bool },
-    /// Delete the Node object.
-    DeleteNode,
+    /// Delete the Node object (which releases all its pods: PodGC deletes them). Only with
+    /// fencing evidence from outside the operator, or `assumed_off`: on the policy's
+    /// assumeOffAfter.
+    DeleteNode { assumed_off: bool },
     /// Remove this operator's own cordon and taint, and its record.
     Undo,
 }
@@ -212,7 +296,7 @@ impl NodeActionKind {
         match self {
             NodeActionKind::Cordon => ActionKind::Cordon,
             NodeActionKind::OutOfServiceTaint { .. } => ActionKind::OutOfServiceTaint,
-            NodeActionKind::DeleteNode => ActionKind::DeleteNode,
+            NodeActionKind::DeleteNode { .. } => ActionKind::DeleteNode,
             NodeActionKind::Undo => ActionKind::UndoNodeActions,
         }
     }
@@ -234,6 +318,8 @@ pub struct NodeAction {
     /// The episode the action belongs to: the instant the node was judged dead (or seen Ready
     /// again, for an undo). A new outage is a new episode.
     pub epoch: Timestamp,
+    /// The evidence the node is dead (`None` for an undo).
+    pub death: Option<DeathEvidence>,
 }
 
 impl NodeAction {
@@ -295,7 +381,7 @@ impl NodeAction {
             {
                 Err("the shutdown taint it relied on is gone; not tainted".into())
             }
-            NodeActionKind::DeleteNode if node.control.control_plane => {
+            NodeActionKind::DeleteNode { .. } if node.control.control_plane => {
                 Err("a control-plane node is never deleted".into())
             }
             _ => Ok(()),
@@ -362,6 +448,11 @@ impl Action {
             Action::RemoveFinalizers(rf) => rf.acted_key(),
             Action::Evict(e) => e.uid.clone(),
         }
+    }
+
+    /// Whether it undoes this operator's own changes (never destructive).
+    pub fn is_undo(&self) -> bool {
+        matches!(self, Action::Node(n) if n.kind == NodeActionKind::Undo)
     }
 
     /// The UID of the object the action is about: the pod's, or the node's.
@@ -483,14 +574,23 @@ mod tests {
             lease_renewed: renewed,
             fencing_required: None,
             live_node: false,
+            death: None,
         };
         let fenced =
             ForceDelete { fencing_required: Some(FencingRequirement::StatefulSet), ..fd.clone() };
-        let pod = FreshPod { uid: Some("u1"), terminating: true, node: "n1", excluded: false };
+        let pod = FreshPod {
+            uid: Some("u1"),
+            terminating: true,
+            node: "n1",
+            excluded: false,
+            stale: false,
+        };
         let dead = FreshNode {
             observation: node("n1", "dead").observation,
             excluded: false,
             control: Default::default(),
+            cordon_managers: vec![],
+            out_of_service_added: None,
         };
         let enforce = FreshPolicy { mode: Mode::Enforce, paused: false, generation: Some(3) };
         let good = LastLook {
@@ -590,6 +690,8 @@ mod tests {
                         observation: node("n1", "ready").observation,
                         excluded: false,
                         control: Default::default(),
+                        cordon_managers: vec![],
+                        out_of_service_added: None,
                     }),
                     ..good.clone()
                 },

@@ -47,13 +47,13 @@ pub use duration::{DurationError, format_duration, parse_duration};
 pub use evidence::{Drought, EvidenceWindow, Suspension, lease_drought};
 pub use guards::{Circuit, Guards, RATE_WINDOW, Window};
 pub use node::{
-    FencingEvidence, NodeHealth, NodeState, NodeSummary, assess_node, fencing_evidence,
-    summarize_node,
+    DeathEvidence, FencingEvidence, NodeHealth, NodeState, NodeSummary, assess_node,
+    fencing_evidence, summarize_node,
 };
 pub use notices::{FencingNotice, PodNotice, needs_fencing, stale_ready, stuck_on_live_nodes};
 pub use observed::{
-    Backoff, CircuitMemory, NodeControl, NodeObservation, NodeRecord, NodeView, Observed, OwnerKey,
-    OwnerRef, PastAction, PodView, Readiness, StormInput,
+    Acting, Backoff, CircuitMemory, NodeControl, NodeObservation, NodeRecord, NodeView, Observed,
+    Outage, OwnerKey, OwnerRef, PastAction, PodView, Readiness, StormInput,
 };
 pub use pending::{PodNow, resolve_pending};
 pub use plan::{Plan, PlanCounts, plan};
@@ -67,5 +67,5 @@ pub use status::{
     Evaluation, blocked_rollouts_in_scope, circuit_memory, desired_status, hold_counts,
     push_recent_actions,
 };
-pub use storm::{Storm, transition_notices};
+pub use storm::{OWN_DELETIONS_COUNT_FOR, Storm, transition_notices};
 pub use verdict::{NotEligible, PodDecision, Verdict};

@@ -114,6 +114,29 @@ pub struct NodeSummary {
     /// after it left Ready): alive, whatever its timestamps say. A sentence without relative
     /// times, stable from one renewal to the next, for the status and the log.
     pub held_alive: Option<String>,
+    /// The evidence of death the planner judged on, carried by every action on the node so
+    /// that the safety kernel checks it again, from the raw instants, right before the request.
+    /// `None` unless [`NodeState::Dead`].
+    pub death: Option<DeathEvidence>,
+}
+
+/// Why a node is dead: the raw evidence the operator saw, not a verdict.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DeathEvidence {
+    /// The operator watched the node's Lease stop changing and its Ready condition stay not
+    /// True, both inside the evidence window, by its own clock.
+    Watched {
+        /// The Lease's `renewTime` (the kubelet's clock): a fresh read must show this value.
+        lease_renewed: Timestamp,
+        /// When the operator last saw that renewal arrive (our clock).
+        lease_seen: Timestamp,
+        /// Since when, by our clock, the node has not been Ready (no earlier than the window).
+        not_ready_since: Timestamp,
+        /// The start of the evidence window.
+        window_start: Timestamp,
+    },
+    /// The operator saw the Node object deleted, by someone else.
+    Deleted,
 }
 
 /// Judges a node at `now` under `policy`.
@@ -133,10 +156,12 @@ pub fn summarize_node(
     now: Timestamp,
 ) -> NodeSummary {
     let obs = &view.observation;
+    // Our own deletion of the Node is no evidence for our own decisions.
+    let deleted_by_someone_else = view.deleted && view.control.deleted_by_us.is_none();
     let fenced_by = fencing_evidence(
         obs,
         &own_taint_aside(&policy.fencing, &view.control.record),
-        view.deleted,
+        deleted_by_someone_else,
     );
     let summary = |state, dead_at, why: String, held_alive| NodeSummary {
         name: obs.name.clone(),
@@ -148,6 +173,7 @@ pub fn summarize_node(
         why,
         lease_renewed: obs.lease_renewed,
         held_alive,
+        death: None,
     };
     let Some(since) = evidence_since else {
         let state = if view.deleted || obs.readiness != Readiness::Ready {
@@ -162,14 +188,30 @@ pub fn summarize_node(
             None,
         );
     };
+    if view.deleted && view.control.deleted_by_us.is_some() {
+        let why = "its Node object was deleted by this operator: our own write is no evidence \
+                   for our own decisions (PodGC releases the pods of a deleted Node)";
+        return summary(NodeState::Unhealthy, None, why.into(), None);
+    }
     if view.deleted {
-        return summary(NodeState::Dead, None, "Node object deleted".into(), None);
+        let dead = summary(NodeState::Dead, None, "Node object deleted".into(), None);
+        return NodeSummary { death: Some(DeathEvidence::Deleted), ..dead };
     }
     if obs.readiness == Readiness::Ready {
         return summary(NodeState::Healthy, None, "Ready".into(), None);
     }
+    // A missing, deleted or never-seen Lease is unknown, never dead: death needs a Lease we
+    // watched stop changing.
+    let (Some(lease_seen), Some(lease_renewed)) = (obs.lease_seen, obs.lease_renewed) else {
+        let why = format!(
+            "Ready={} but no kubelet Lease seen: its liveness is unknown, not dead (a missing, \
+             deleted or never-seen Lease is no evidence of death)",
+            obs.readiness.as_str()
+        );
+        return summary(NodeState::Unhealthy, None, why, None);
+    };
     let not_ready_since = obs.not_ready_seen.unwrap_or(since).max(since);
-    let lease_since = obs.lease_seen.unwrap_or(since).max(since);
+    let lease_since = lease_seen.max(since);
     let not_ready_due = add(not_ready_since, policy.not_ready_for);
     let lease_due = add(lease_since, policy.lease_stale_for);
     let dead_at = not_ready_due.max(lease_due);
@@ -185,7 +227,15 @@ pub fn summarize_node(
             )
         });
     if now >= dead_at {
-        summary(NodeState::Dead, Some(dead_at), format!("dead since {dead_at}: {facts}"), None)
+        let dead =
+            summary(NodeState::Dead, Some(dead_at), format!("dead since {dead_at}: {facts}"), None);
+        let death = DeathEvidence::Watched {
+            lease_renewed,
+            lease_seen,
+            not_ready_since,
+            window_start: since,
+        };
+        NodeSummary { death: Some(death), ..dead }
     } else {
         let why = if held_alive.is_some() {
             // Not a countdown: each renewal moves it on.
@@ -469,11 +519,18 @@ mod tests {
                 (Unhealthy, at("00:10:00.001"), None),
             ),
             row(
-                "no condition, no lease: since the sync",
+                "no condition, no lease: unknown, not dead",
                 Missing,
                 None,
                 None,
-                (Dead, Some(ts("2025-12-31T00:05:00Z")), None),
+                (Unhealthy, None, None),
+            ),
+            row(
+                "not Ready for long, Lease deleted: unknown, not dead",
+                Unknown,
+                at("00:00:00"),
+                None,
+                (Unhealthy, None, None),
             ),
             Row {
                 case: "watch resynced 2m ago: old evidence starts at the sync",

@@ -127,6 +127,23 @@ pub struct NodeControl {
     pub record: NodeRecord,
     /// When the operator saw the node Ready again, by its own clock (`None` while not Ready).
     pub ready_seen: Option<Timestamp>,
+    /// When the operator saw the node leave Ready, by its own clock, if it saw the change
+    /// itself (a node first seen not Ready has none): kept while it stays not Ready.
+    pub left_ready_seen: Option<Timestamp>,
+    /// The last outage the operator watched from its start to its end (Ready left, then Ready
+    /// again), by its own clock: what a stale Ready=False pod must have come with.
+    pub last_outage: Option<Outage>,
+    /// A tombstone ([`NodeView::deleted`]) of a Node this operator deleted itself, and when:
+    /// its own write, never evidence for its own decisions.
+    pub deleted_by_us: Option<Timestamp>,
+}
+
+/// An outage of a node the operator watched: it saw the node leave Ready at `from` and come
+/// back at `to`, both by its own clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Outage {
+    pub from: Timestamp,
+    pub to: Timestamp,
 }
 
 /// What kube-remediator recorded on a node (annotation `remediator.io/node-actions`): only what
@@ -148,7 +165,13 @@ impl NodeRecord {
 }
 
 impl NodeView {
-    /// A node known only by name because pods reference it but no Node object exists.
+    /// A node known only by name because pods reference it but the operator has no Node object
+    /// for it and never saw one deleted: nothing is known about it (not dead, not fenced).
+    pub fn unknown(name: &str) -> Self {
+        NodeView { deleted: false, ..NodeView::deleted_unknown(name) }
+    }
+
+    /// A tombstone: a Node the operator saw deleted, known only by name.
     pub fn deleted_unknown(name: &str) -> Self {
         NodeView {
             observation: NodeObservation {
@@ -280,6 +303,13 @@ pub struct PodView {
     /// reports ready (field incident 2): when the condition went False, as written in it.
     /// `None` for every other pod.
     pub stale_ready_since: Option<Timestamp>,
+    /// When the operator first saw the pod in that state (Ready=False, every container ready),
+    /// by its own clock: a stale pod must have turned so during an outage of its node it
+    /// watched ([`NodeControl::last_outage`]).
+    pub stale_seen: Option<Timestamp>,
+    /// When the operator first saw the pod's `deletionTimestamp`, by its own clock: time on a
+    /// live node is counted from here, never from the API server's timestamp.
+    pub terminating_seen: Option<Timestamp>,
     /// The Recreate Deployment or StatefulSet whose rollout this pod blocks, if any (filled by
     /// the controller from [`crate::core::rollouts::blocked_rollouts`]).
     pub blocks_rollout: Option<WorkloadRef>,
@@ -338,8 +368,9 @@ pub struct StormInput {
 /// Everything the planner looks at.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Observed {
-    /// Nodes, including tombstones of deleted nodes still referenced by pods (`deleted: true`).
-    /// A node referenced by a pod but absent here counts as deleted, with no labels.
+    /// Nodes, including tombstones of Nodes the operator saw deleted that pods still reference
+    /// (`deleted: true`). A node referenced by a pod but absent here is unknown: neither alive
+    /// nor dead.
     pub nodes: Vec<NodeView>,
     /// Terminating pods, and running pods left Ready=False while every container is ready
     /// ([`PodView::stale_ready_since`]); others are ignored.
@@ -367,6 +398,31 @@ pub struct Observed {
     pub backoff: BTreeMap<String, Backoff>,
     /// The storm guard's inputs beyond the nodes.
     pub storm: StormInput,
+    /// Who is deciding: the policy's name, and every policy that exists now (`None`: not known,
+    /// as in `plan`'s one-shot reading). An undo is done only by the policy that acted, or, if
+    /// it is gone, by one with node actions over the node.
+    pub acting: Acting,
+}
+
+/// The policy a plan is made for, among the policies that exist.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Acting {
+    pub policy: String,
+    pub live_policies: Option<BTreeSet<String>>,
+}
+
+impl Acting {
+    /// Whether this policy may undo what the record names: it acted, or the policy that acted
+    /// is gone and this one (`has_node_actions`) would act on the node too.
+    pub fn may_undo(&self, record: &NodeRecord, has_node_actions: bool) -> bool {
+        match record.policy.as_deref() {
+            Some(acted) if acted == self.policy => true,
+            Some(acted) => {
+                has_node_actions && self.live_policies.as_ref().is_some_and(|l| !l.contains(acted))
+            }
+            None => has_node_actions,
+        }
+    }
 }
 
 /// The attempts of one action that failed in a row, and when it may be attempted again.
@@ -421,6 +477,9 @@ pub mod fixtures {
             finalizers: vec![],
             running_containers: vec![],
             stale_ready_since: None,
+            stale_seen: None,
+            // Seen when the delete was requested (deletionTimestamp minus the grace period).
+            terminating_seen: Some("2026-01-01T00:07:30Z".parse().expect("ts")),
         }
     }
 }

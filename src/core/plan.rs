@@ -25,7 +25,7 @@ use super::rules::stale_readiness::{StaleFindings, StalePod, stale_pods};
 use super::rules::{Candidate, Findings, release_terminating_pods};
 use super::storm::{Storm, advance};
 use super::verdict::{NotEligible, PodDecision, Verdict};
-use super::zones::{ZONE_LABEL, partitioned_zones};
+use super::zones::{ZoneHold, held_zones, zone_of};
 
 /// Counts for the policy's status.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -151,13 +151,21 @@ fn held_evictions(stale: &mut [StalePod], actions: &[Action]) {
 }
 
 /// The cluster-wide reading: nodes whose Ready condition is False or Unknown among every node
-/// the operator sees. Left out: tombstones of deleted nodes (gone, not failing) and nodes with
-/// no Ready condition yet (they never ran: a scale-up is not a storm). Without a cluster limit
-/// it never opens.
+/// the operator sees, and the Nodes this operator deleted lately (they count as unhealthy for
+/// [`super::storm::OWN_DELETIONS_COUNT_FOR`], so deleting failing nodes does not erode the
+/// guard). Left out: tombstones of Nodes deleted by others (gone, not failing) and nodes with no
+/// Ready condition yet (they never ran: a scale-up is not a storm). Without a cluster limit it
+/// never opens.
 fn cluster_reading(observed: &Observed) -> Circuit {
-    let nodes = observed.nodes.iter().filter(|n| !n.deleted);
     let (mut total, mut unhealthy) = (0u32, 0u32);
-    for node in nodes {
+    for node in &observed.nodes {
+        if node.deleted {
+            if node.control.deleted_by_us.is_some() {
+                total += 1;
+                unhealthy += 1;
+            }
+            continue;
+        }
         let readiness = node.observation.readiness;
         if readiness == Readiness::Missing {
             continue;
@@ -184,27 +192,30 @@ fn spend_guards(
         (a.action.threshold(), a.action.target()).cmp(&(b.action.threshold(), b.action.target()))
     });
     // A zone that looks partitioned gets no destructive action, whatever the guards say.
-    let partitioned = partitioned_zones(&observed.nodes);
-    let zone_of: BTreeMap<&str, &str> = observed
-        .nodes
-        .iter()
-        .filter_map(|n| Some((n.observation.name.as_str(), n.labels.get(ZONE_LABEL)?.as_str())))
-        .collect();
+    let zone_holds = held_zones(&observed.nodes, now);
+    let zones: BTreeMap<&str, &str> =
+        observed.nodes.iter().map(|n| (n.observation.name.as_str(), zone_of(n))).collect();
     let mut guards =
         Guards::new(&observed.recent_actions, &observed.others_actions, policy, held, now);
     let mut actions = Vec::new();
     let mut retries = Vec::new();
     for Candidate { decision, action } in candidates {
         let backoff = observed.backoff.get(&action.acted_key()).filter(|b| b.until > now);
-        let zone = zone_of.get(action.node()).and_then(|z| partitioned.get_key_value(*z));
+        let zone = zones.get(action.node()).and_then(|z| zone_holds.get_key_value(*z));
+        // An undo is never destructive, and the zone guard does not hold it.
+        let zone = zone.filter(|_| !action.is_undo());
         let verdict = match (backoff, zone) {
             // A failing action waits its turn without spending the guards.
             (Some(b), _) => {
                 retries.push(b.until);
                 Err(NotEligible::BackingOff { failures: b.failures, until: b.until })
             }
-            (None, Some((zone, nodes))) => {
+            (None, Some((zone, ZoneHold::Partitioned { nodes }))) => {
                 Err(NotEligible::ZonePartitioned { zone: zone.clone(), nodes: *nodes })
+            }
+            (None, Some((zone, ZoneHold::Returning { nodes, until }))) => {
+                retries.push(*until);
+                Err(NotEligible::ZoneReturning { zone: zone.clone(), nodes: *nodes, until: *until })
             }
             (None, None) => guards.admit(action.owner()),
         };
@@ -236,6 +247,7 @@ fn node_actions(
                 summary,
                 policy,
                 &observed.acted_pods,
+                &observed.acting,
                 now,
                 &mut found,
             );
@@ -264,7 +276,8 @@ fn in_scope_nodes<'a>(
         if let Some(node) = pod.node_name.as_deref()
             && !nodes.contains_key(node)
         {
-            let view = NodeView::deleted_unknown(node);
+            // Never seen, or gone without our seeing it deleted: unknown, not dead.
+            let view = NodeView::unknown(node);
             let in_scope = policy.node_selector.matches(&view.labels);
             nodes.insert(node, (summarize_node(&view, policy, synced_at, now), in_scope));
         }
@@ -356,7 +369,9 @@ mod tests {
                 taints: vec![],
                 volumes_in_use: vec![],
             },
-            labels: labels(&[("zone", "a")]),
+            // A topology zone of its own, so that the zone guard holds nothing here unless a
+            // test says so.
+            labels: labels(&[("zone", "a"), (super::super::zones::ZONE_LABEL, name)]),
             excluded: false,
             deleted: false,
             control: Default::default(),
@@ -387,10 +402,19 @@ mod tests {
             finalizers: vec![],
             running_containers: vec![],
             stale_ready_since: None,
+            stale_seen: None,
+            terminating_seen: Some(t(7, 30)),
         }
     }
 
-    fn observed(nodes: Vec<NodeView>, pods: Vec<PodView>) -> Observed {
+    /// The world of `nodes` and `pods`, with the tombstone of `n-gone` (a Node seen deleted by
+    /// someone else) when a pod is on it.
+    fn observed(mut nodes: Vec<NodeView>, pods: Vec<PodView>) -> Observed {
+        if pods.iter().any(|p| p.node_name.as_deref() == Some("n-gone")) {
+            let mut gone = NodeView::deleted_unknown("n-gone");
+            gone.labels = labels(&[("zone", "a"), (super::super::zones::ZONE_LABEL, "n-gone")]);
+            nodes.push(gone);
+        }
         Observed {
             nodes,
             pods,
@@ -769,12 +793,12 @@ mod tests {
                 pod("other-zone", "n-b"),
                 not_terminating,
                 unscheduled,
-                pod("gone-node", "n-gone"),
+                pod("unknown-node", "n-unknown"),
             ],
         );
         let plan = plan(&obs, &p, now());
         let names: Vec<&str> = plan.decisions.iter().map(|d| d.name.as_str()).collect();
-        // A node absent from the cache has no labels, so zone=a does not select it.
+        // A node absent from the cache (never seen) has no labels, so zone=a does not select it.
         assert_eq!(names, vec!["in-scope"]);
         assert_eq!(plan.nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>(), vec!["n-a"]);
         assert_eq!(plan.counts.matched_nodes, 1);

@@ -130,6 +130,8 @@ pub struct StaleReadiness {
 pub struct LiveNodeStuck {
     pub delay: SignedDuration,
     pub force_delete_after: Option<SignedDuration>,
+    /// `forceDeleteUnfenced`: pods that need fencing may be force-deleted on a live node too.
+    pub force_delete_unfenced: bool,
 }
 
 /// `finalizers`: which may be removed, and on a live node when.
@@ -156,6 +158,15 @@ pub struct NodeActions {
     pub delete_node_after: Option<SignedDuration>,
     /// Ready this long again: our own cordon and taint are removed.
     pub undo_after: SignedDuration,
+}
+
+impl NodeActions {
+    /// Whether any node action is configured (an undo alone is not).
+    pub fn any(&self) -> bool {
+        self.cordon_after.is_some()
+            || self.out_of_service_taint_after.is_some()
+            || self.delete_node_after.is_some()
+    }
 }
 
 /// Why a spec cannot be used; `reason` is shown in the `Invalid` condition.
@@ -349,8 +360,11 @@ fn live_node_rules(
     if spec.finalizers.removable.iter().any(|f| f.trim().is_empty()) {
         problems.push("finalizers.removable: an empty name".into());
     }
-    let live_node_stuck =
-        delay.filter(|_| live.enabled).map(|delay| LiveNodeStuck { delay, force_delete_after });
+    let live_node_stuck = delay.filter(|_| live.enabled).map(|delay| LiveNodeStuck {
+        delay,
+        force_delete_after,
+        force_delete_unfenced: live.force_delete_unfenced,
+    });
     let finalizers = Finalizers {
         removable: spec.finalizers.removable.clone(),
         remove_after: remove_after.unwrap_or(SignedDuration::ZERO),

@@ -220,6 +220,8 @@ mod tests {
             finalizers: vec![],
             running_containers: vec![],
             stale_ready_since: None,
+            stale_seen: None,
+            terminating_seen: None,
         }
     }
 

@@ -27,6 +27,14 @@ use super::policy::StormSettings;
 use super::verdict::NotEligible;
 use crate::crd::{CircuitState, REARM_ANNOTATION};
 
+/// How long a Node this operator deleted keeps counting as unhealthy in the storm guard. A
+/// failure that spreads slowly (a rack losing power node by node, a bad rollout of a kernel)
+/// shows as unhealthy nodes; if deleting them took them out of the count, the guard would never
+/// see a storm. Ten minutes is twice the default pod eviction timeout (5 min): by then a new
+/// node normally replaces the deleted one, and a failure still spreading shows on the nodes
+/// that are left.
+pub const OWN_DELETIONS_COUNT_FOR: SignedDuration = SignedDuration::from_secs(600);
+
 /// The storm guard's decision at one instant.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Storm {

@@ -60,8 +60,10 @@ pub enum NotEligible {
     CircuitLatched,
     /// The storm has passed; the circuit stays open until `until` (`safety.cooldown`).
     CoolingDown { until: Timestamp },
-    /// Every node of the pod's zone went unhealthy at once: a partition, not deaths.
+    /// Every node of the pod's zone is unhealthy: a partition, not deaths.
     ZonePartitioned { zone: String, nodes: u32 },
+    /// The pod's zone is coming back from a partition; held until `until`.
+    ZoneReturning { zone: String, nodes: u32, until: Timestamp },
     /// `rateLimit.actionsPerMinute` is used up until `until`.
     RateLimited { until: Timestamp },
     /// `maxPodsPerOwnerPerMinute` is used up for this owner until `until`.
@@ -96,6 +98,7 @@ impl NotEligible {
             NotEligible::CircuitLatched => "CircuitLatched",
             NotEligible::CoolingDown { .. } => "CoolingDown",
             NotEligible::ZonePartitioned { .. } => "ZonePartitioned",
+            NotEligible::ZoneReturning { .. } => "ZoneReturning",
             NotEligible::RateLimited { .. } => "RateLimited",
             NotEligible::OwnerBudget { .. } => "OwnerBudget",
             NotEligible::BackingOff { .. } => "BackingOff",
@@ -159,8 +162,15 @@ impl fmt::Display for NotEligible {
             NotEligible::Paused => write!(f, "policy paused"),
             NotEligible::ZonePartitioned { zone, nodes } => write!(
                 f,
-                "all {nodes} nodes of zone {zone} went unhealthy at once: that looks like a \
-                 partition, not deaths; no destructive action there until one comes back"
+                "all {nodes} nodes of zone {zone:?} are unhealthy: that looks like a partition, \
+                 not deaths (upstream's full disruption); no destructive action there until they \
+                 come back"
+            ),
+            NotEligible::ZoneReturning { zone, nodes, until } => write!(
+                f,
+                "zone {zone:?} ({nodes} nodes) is coming back from a partition: the nodes still \
+                 out are most likely on their way back; no destructive action there before \
+                 {until}"
             ),
             NotEligible::CircuitOpen { unhealthy, limit } => {
                 write!(
@@ -189,8 +199,9 @@ impl fmt::Display for NotEligible {
             }
             NotEligible::BackingOff { failures, until } => write!(
                 f,
-                "the last {failures} attempt(s) failed; the next one at {until} (the wait \
-                 doubles from 10 s after each failure, up to 5 min)"
+                "the last {failures} attempt(s) were not done (failed, or refused or skipped \
+                 by the last look); the next one at {until} (the wait doubles from 10 s after \
+                 each, up to 5 min)"
             ),
         }
     }
@@ -265,6 +276,7 @@ mod tests {
             NotEligible::CircuitLatched,
             NotEligible::CoolingDown { until: now() },
             NotEligible::ZonePartitioned { zone: "a".into(), nodes: 2 },
+            NotEligible::ZoneReturning { zone: "a".into(), nodes: 2, until: now() },
             NotEligible::RateLimited { until: now() },
             NotEligible::OwnerBudget { owner, until: now() },
         ];

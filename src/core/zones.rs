@@ -1,47 +1,82 @@
-//! Per-zone awareness: a zone where every node went unhealthy at once looks like a partition
-//! (a switch, a link, a zone's power feed) more than like machines dying, and gets no
-//! destructive action until one of its nodes comes back. The node lifecycle controller stops
-//! evicting in such a zone for the same reason ("full disruption").
+//! Per-zone awareness, as the node lifecycle controller sees zones: a zone where every node is
+//! unhealthy now looks like a partition (a switch, a link, a zone's power feed) more than like
+//! machines dying, however long ago its first node went, and gets no destructive action until
+//! its nodes come back. The node lifecycle controller stops evicting in such a zone for the
+//! same reason ("full disruption").
 //!
-//! "At once" means the nodes were all seen leaving Ready within [`AT_ONCE`]. A zone needs at
-//! least [`MIN_ZONE_NODES`] nodes: a single-node zone cannot tell a partition from a death.
+//! - A node's zone is its `topology.kubernetes.io/zone` label, else the deprecated
+//!   `failure-domain.beta.kubernetes.io/zone`, else the one zone of every unlabelled node (as
+//!   upstream groups them).
+//! - A zone needs at least [`MIN_ZONE_NODES`] nodes: a single-node zone cannot tell a partition
+//!   from a death. Nodes that never reported Ready (no condition yet) and tombstones are not
+//!   members.
+//! - A zone coming back from a partition stays held for [`ZONE_COOLDOWN`] after its first node
+//!   returned, while some of its nodes are still unhealthy: a partition heals node by node, and
+//!   the nodes still out are most likely on their way back, not dead. "Returned" is a return
+//!   the operator watched ([`crate::core::NodeControl::last_outage`]), so a restart does not
+//!   hold every zone with a dead node.
 
 use std::collections::BTreeMap;
 
 use jiff::{SignedDuration, Timestamp};
 
+use super::duration::add;
 use super::observed::{NodeView, Readiness};
 
 /// The node label naming its zone.
 pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
-/// Nodes seen leaving Ready within this of each other went unhealthy "at once".
-pub const AT_ONCE: SignedDuration = SignedDuration::from_secs(60);
+/// The zone label before `topology.kubernetes.io/zone` (still set by some providers alone).
+pub const DEPRECATED_ZONE_LABEL: &str = "failure-domain.beta.kubernetes.io/zone";
 /// The fewest nodes a zone needs for its full outage to read as a partition.
 pub const MIN_ZONE_NODES: usize = 2;
+/// How long a zone returning from a partition stays held while some of its nodes are still
+/// out: twice the default node-monitor grace period (50 s) plus a kubelet's Lease renewal
+/// period, time enough for the rest of a healed partition to report again.
+pub const ZONE_COOLDOWN: SignedDuration = SignedDuration::from_secs(120);
 
-/// The zones that look partitioned, with how many nodes each has.
-pub fn partitioned_zones(nodes: &[NodeView]) -> BTreeMap<String, u32> {
+/// Why a zone holds every destructive action.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ZoneHold {
+    /// Every one of its `nodes` is unhealthy now.
+    Partitioned { nodes: u32 },
+    /// It is coming back from a partition: its Ready nodes all returned within
+    /// [`ZONE_COOLDOWN`]; held until `until`.
+    Returning { nodes: u32, until: Timestamp },
+}
+
+/// The zone a node belongs to (`""`: the zone of every unlabelled node).
+pub fn zone_of(node: &NodeView) -> &str {
+    let labels = &node.labels;
+    labels.get(ZONE_LABEL).or_else(|| labels.get(DEPRECATED_ZONE_LABEL)).map_or("", String::as_str)
+}
+
+/// The zones that hold every destructive action at `now`, by zone.
+pub fn held_zones(nodes: &[NodeView], now: Timestamp) -> BTreeMap<String, ZoneHold> {
     let mut zones: BTreeMap<&str, Vec<&NodeView>> = BTreeMap::new();
     for node in nodes.iter().filter(|n| !n.deleted) {
-        if let Some(zone) = node.labels.get(ZONE_LABEL) {
-            zones.entry(zone).or_default().push(node);
+        if node.observation.readiness != Readiness::Missing {
+            zones.entry(zone_of(node)).or_default().push(node);
         }
     }
     zones
         .into_iter()
         .filter(|(_, nodes)| nodes.len() >= MIN_ZONE_NODES)
-        .filter_map(|(zone, nodes)| {
-            let since: Option<Vec<Timestamp>> = nodes
-                .iter()
-                .map(|n| {
-                    let obs = &n.observation;
-                    if obs.readiness == Readiness::Ready { None } else { obs.not_ready_seen }
-                })
-                .collect();
-            let since = since?;
-            let (first, last) = (since.iter().min()?, since.iter().max()?);
-            (last.duration_since(*first) <= AT_ONCE)
-                .then(|| (zone.to_string(), u32::try_from(nodes.len()).unwrap_or(u32::MAX)))
+        .filter_map(|(zone, members)| {
+            let nodes = u32::try_from(members.len()).unwrap_or(u32::MAX);
+            let ready: Vec<&&NodeView> =
+                members.iter().filter(|n| n.observation.readiness == Readiness::Ready).collect();
+            if ready.is_empty() {
+                return Some((zone.to_string(), ZoneHold::Partitioned { nodes }));
+            }
+            if ready.len() == members.len() {
+                return None;
+            }
+            // Some back, some still out: held while every node back returned lately.
+            let returns: Option<Vec<Timestamp>> =
+                ready.iter().map(|n| n.control.last_outage.map(|o| o.to)).collect();
+            let first = returns?.into_iter().min()?;
+            let until = add(first, ZONE_COOLDOWN);
+            (now < until).then(|| (zone.to_string(), ZoneHold::Returning { nodes, until }))
         })
         .collect()
 }
@@ -49,67 +84,107 @@ pub fn partitioned_zones(nodes: &[NodeView]) -> BTreeMap<String, u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::observed::Outage;
 
     fn at(s: i64) -> Timestamp {
         Timestamp::from_second(1_800_000_000 + s).expect("test instant")
     }
 
-    fn node(name: &str, zone: Option<&str>, not_ready_since: Option<i64>) -> NodeView {
-        let mut n = NodeView::deleted_unknown(name);
-        n.deleted = false;
+    /// A node in `zone` (under `label`), unhealthy since `down` or Ready, back from an outage
+    /// watched to end at `back`.
+    fn node(zone: Option<(&str, &str)>, down: Option<i64>, back: Option<i64>) -> NodeView {
+        let mut n = NodeView::unknown("n");
         n.observation.readiness =
-            if not_ready_since.is_some() { Readiness::Unknown } else { Readiness::Ready };
-        n.observation.not_ready_seen = not_ready_since.map(at);
-        if let Some(zone) = zone {
-            n.labels.insert(ZONE_LABEL.into(), zone.into());
+            if down.is_some() { Readiness::Unknown } else { Readiness::Ready };
+        n.observation.not_ready_seen = down.map(at);
+        n.control.last_outage = back.map(|b| Outage { from: at(b - 100), to: at(b) });
+        if let Some((label, zone)) = zone {
+            n.labels.insert(label.into(), zone.into());
         }
         n
     }
 
-    struct Row {
-        case: &'static str,
-        nodes: Vec<NodeView>,
-        want: &'static [(&'static str, u32)],
-    }
-
     #[test]
-    fn partitioned_zones_table() {
-        let table = [
-            Row {
-                case: "every node of a zone down within a minute",
-                nodes: vec![node("a1", Some("a"), Some(0)), node("a2", Some("a"), Some(30))],
-                want: &[("a", 2)],
-            },
-            Row {
-                case: "one node still Ready",
-                nodes: vec![
-                    node("a1", Some("a"), Some(0)),
-                    node("a2", Some("a"), Some(0)),
-                    node("a3", Some("a"), None),
+    fn held_zones_table() {
+        let (z, dep) = (ZONE_LABEL, DEPRECATED_ZONE_LABEL);
+        let a = Some((z, "a"));
+        let now = 1000;
+        let partitioned = |n| ZoneHold::Partitioned { nodes: n };
+        let returning = |n, until| ZoneHold::Returning { nodes: n, until: at(until) };
+        type Row = (&'static str, Vec<NodeView>, Vec<(&'static str, ZoneHold)>);
+        let table: Vec<Row> = vec![
+            (
+                "every node down at once",
+                vec![node(a, Some(0), None), node(a, Some(30), None)],
+                vec![("a", partitioned(2))],
+            ),
+            (
+                "one long dead, the rest down later: still every node",
+                vec![
+                    node(a, Some(-5000), None),
+                    node(a, Some(900), None),
+                    node(a, Some(901), None),
+                    node(a, Some(902), None),
                 ],
-                want: &[],
-            },
-            Row {
-                case: "down one after the other: deaths, not a partition",
-                nodes: vec![node("a1", Some("a"), Some(0)), node("a2", Some("a"), Some(61))],
-                want: &[],
-            },
-            Row {
-                case: "a single-node zone cannot tell",
-                nodes: vec![node("a1", Some("a"), Some(0)), node("b1", Some("b"), None)],
-                want: &[],
-            },
-            Row {
-                case: "nodes without a zone are no zone",
-                nodes: vec![node("x1", None, Some(0)), node("x2", None, Some(0))],
-                want: &[],
-            },
+                vec![("a", partitioned(4))],
+            ),
+            (
+                "one node still Ready (for long)",
+                vec![node(a, Some(0), None), node(a, Some(0), None), node(a, None, None)],
+                vec![],
+            ),
+            (
+                "a single-node zone cannot tell",
+                vec![node(a, Some(0), None), node(Some((z, "b")), None, None)],
+                vec![],
+            ),
+            (
+                "the deprecated label names a zone",
+                vec![
+                    node(Some((dep, "old")), Some(0), None),
+                    node(Some((dep, "old")), Some(1), None),
+                ],
+                vec![("old", partitioned(2))],
+            ),
+            (
+                "the current label wins over the deprecated one",
+                vec![
+                    {
+                        let mut n = node(a, Some(0), None);
+                        n.labels.insert(dep.into(), "old".into());
+                        n
+                    },
+                    node(Some((dep, "old")), Some(0), None),
+                ],
+                vec![],
+            ),
+            (
+                "unlabelled nodes are one zone",
+                vec![node(None, Some(0), None), node(None, Some(5), None)],
+                vec![("", partitioned(2))],
+            ),
+            (
+                "returning: the first node back 30 s ago, the others still out",
+                vec![node(a, None, Some(970)), node(a, Some(0), None), node(a, Some(0), None)],
+                vec![("a", returning(3, 1090))],
+            ),
+            (
+                "returned long enough ago: a death, not a partition",
+                vec![node(a, None, Some(800)), node(a, Some(0), None)],
+                vec![],
+            ),
+            (
+                "one Ready node never away: no hold",
+                vec![node(a, None, Some(970)), node(a, None, None), node(a, Some(0), None)],
+                vec![],
+            ),
+            ("all back: no hold", vec![node(a, None, Some(970)), node(a, None, Some(990))], vec![]),
         ];
-        for r in table {
-            let got = partitioned_zones(&r.nodes);
-            let want: BTreeMap<String, u32> =
-                r.want.iter().map(|(z, n)| (z.to_string(), *n)).collect();
-            assert_eq!(got, want, "{}", r.case);
+        for (case, nodes, want) in table {
+            let got = held_zones(&nodes, at(now));
+            let want: BTreeMap<String, ZoneHold> =
+                want.into_iter().map(|(z, h)| (z.to_string(), h)).collect();
+            assert_eq!(got, want, "{case}");
         }
     }
 }

@@ -23,18 +23,27 @@ pub struct LiveNodeStuckSpec {
     /// Whether this rule runs (diagnose and report). Default true.
     pub enabled: bool,
 
-    /// How long after its deletionTimestamp (deletion plus grace period) a pod on a live node
-    /// counts as stuck and is reported. Go duration. Default "2m".
+    /// How long after its deletion plus grace period a pod on a live node counts as stuck and is
+    /// reported, counted from when kube-remediator first saw the pod Terminating (by its own
+    /// clock, never by the API server's timestamp). Go duration. Default "2m".
     #[schemars(length(max = 32), pattern(DURATION_PATTERN))]
     pub delay_after_grace: String,
 
     /// Opt-in: force delete (grace period 0, UID precondition) a pod stuck on a live node this
-    /// long after its deletionTimestamp, when no finalizer holds it (a finalizer would keep the
+    /// long after its deletion plus grace period (by kube-remediator's clock, from when it saw
+    /// the pod Terminating), when no finalizer holds it (a finalizer would keep the
     /// pod whatever the delete). The kubelet then stops whatever it still runs. Go duration, at
     /// least delayAfterGrace. Unset (default): never.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 32), pattern(DURATION_PATTERN))]
     pub force_delete_after: Option<String>,
+
+    /// RISK, opt-in: let forceDeleteAfter release pods that need fencing by
+    /// deadNode.requireFencingFor (StatefulSet pods and pods with ReadWriteOnce volumes, by
+    /// default) on a live node too. A live node has no fencing evidence: its kubelet may still
+    /// run the containers or hold the volume, and the replacement would be a second writer.
+    /// Default false: such pods are reported, never force-deleted on a live node.
+    pub force_delete_unfenced: bool,
 }
 
 impl Default for LiveNodeStuckSpec {
@@ -43,6 +52,7 @@ impl Default for LiveNodeStuckSpec {
             enabled: true,
             delay_after_grace: "2m".into(),
             force_delete_after: None,
+            force_delete_unfenced: false,
         }
     }
 }

@@ -17,6 +17,8 @@ use serde::{Deserialize, Serialize};
 
 /// Pods and nodes carrying this annotation with the value `"true"` are never touched.
 pub const EXCLUDE_ANNOTATION: &str = "remediator.io/exclude";
+/// The field manager kube-remediator writes under (managedFields name it).
+pub const FIELD_MANAGER: &str = "kube-remediator";
 
 /// The annotation on a RemediationPolicy whose every new value re-arms a latched circuit
 /// (`safety.latch`).

@@ -1,7 +1,8 @@
 //! The writer's eviction of a pod left Ready=False after a node blip (`staleReadiness`): the
 //! Eviction API with a UID precondition, so PodDisruptionBudgets hold. A refusal by a budget
-//! (429) is recorded as skipped (nothing was disrupted, so it spends no budget of ours) and the
-//! policy looks again 10 s later; never a forced delete.
+//! (429) is recorded as skipped (nothing was disrupted, so it spends no budget of ours), names
+//! the budget, and waits its backoff (10 s doubling to 5 min) whatever else happens; never a
+//! forced delete.
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
@@ -12,7 +13,7 @@ use kube::runtime::events::EventType;
 use tracing::{info, warn};
 
 use super::{Outcome, Writer, pod_reference};
-use crate::core::{Evict, ValidatedPolicy};
+use crate::core::{Action, Evict, ValidatedPolicy};
 use crate::crd::{ActionKind, ActionResult, Mode, RecentAction, RemediationPolicy};
 use crate::metrics::WriteKind;
 
@@ -30,7 +31,7 @@ impl Writer {
         let (policy_name, mode) = (&*policy.name_any(), validated.mode);
         let (result, detail) = match mode {
             Mode::DryRun => (ActionResult::WouldAct, None),
-            Mode::Enforce => self.evict(&evict, policy).await,
+            Mode::Enforce => self.evict(&evict, policy, validated).await,
         };
         let at = now();
         self.account(policy_name, mode, kind, result, evict.threshold, at);
@@ -81,13 +82,27 @@ impl Writer {
         }
     }
 
-    /// A fresh read of the policy, then the eviction with a UID precondition.
+    /// The last look (fresh pod, node, Lease and policy), the safety kernel, then the
+    /// eviction with a UID precondition.
     async fn evict(
         &self,
         evict: &Evict,
         policy: &RemediationPolicy,
+        validated: &ValidatedPolicy,
     ) -> (ActionResult, Option<String>) {
-        if let Err(refused) = self.policy_still_acts(policy, "evicted").await {
+        let reads = match self
+            .look_at_pod(&evict.namespace, &evict.name, &evict.node, &policy.name_any())
+            .await
+        {
+            Ok(reads) => reads,
+            Err(failed) => return failed,
+        };
+        let look = reads.look();
+        if let Err(skip) = evict.recheck(&look, policy.metadata.generation) {
+            return (ActionResult::Skipped, Some(skip));
+        }
+        let action = Action::Evict(evict.clone());
+        if let Err(refused) = self.kernel_admits(policy, validated, &action, &look, None).await {
             return refused;
         }
         if !self.may_write(WriteKind::EvictPod) {
@@ -106,13 +121,9 @@ impl Writer {
         };
         match pods.evict(&evict.name, &params).await {
             Ok(_) => (ActionResult::Done, None),
-            Err(kube::Error::Api(s)) if s.code == 429 => (
-                ActionResult::Skipped,
-                Some(format!(
-                    "a PodDisruptionBudget does not allow it now; tried again in 10 s: {}",
-                    s.message
-                )),
-            ),
+            Err(kube::Error::Api(s)) if s.code == 429 => {
+                (ActionResult::Skipped, Some(format!("{}; {}", refusal(&s), RETRY_NOTE)))
+            }
             Err(kube::Error::Api(s)) if s.code == 404 => {
                 (ActionResult::Skipped, Some("pod already gone".into()))
             }
@@ -122,5 +133,26 @@ impl Writer {
             ),
             Err(e) => (ActionResult::Failed, Some(format!("evicting the pod: {e}"))),
         }
+    }
+}
+
+/// How a refused eviction is tried again.
+const RETRY_NOTE: &str = "tried again after a backoff (10 s, doubling up to 5 min)";
+
+/// Why the API server refused an eviction (429), naming the PodDisruptionBudget from the
+/// answer's causes when it says (`The disruption budget web needs 2 healthy pods and has 2
+/// currently`).
+fn refusal(status: &kube::core::Status) -> String {
+    let budgets: Vec<&str> = status
+        .details
+        .iter()
+        .flat_map(|d| &d.causes)
+        .filter(|c| c.reason == "DisruptionBudget")
+        .map(|c| c.message.as_str())
+        .collect();
+    if budgets.is_empty() {
+        format!("refused by a PodDisruptionBudget: {}", status.message)
+    } else {
+        format!("refused by a PodDisruptionBudget: {}", budgets.join("; "))
     }
 }

@@ -13,7 +13,7 @@ use serde_json::json;
 use tracing::{info, warn};
 
 use super::{FIELD_MANAGER, Outcome, Writer, pod_reference};
-use crate::core::{RemoveFinalizers, ValidatedPolicy};
+use crate::core::{Action, RemoveFinalizers, ValidatedPolicy};
 use crate::crd::{ActionKind, ActionResult, Mode, RecentAction, RemediationPolicy};
 use crate::metrics::WriteKind;
 
@@ -31,7 +31,7 @@ impl Writer {
         let (policy_name, mode) = (&*policy.name_any(), validated.mode);
         let (result, detail) = match mode {
             Mode::DryRun => (ActionResult::WouldAct, None),
-            Mode::Enforce => self.remove_finalizers(&rf, policy).await,
+            Mode::Enforce => self.remove_finalizers(&rf, policy, validated).await,
         };
         let at = now();
         self.account(policy_name, mode, kind, result, rf.threshold, at);
@@ -88,13 +88,25 @@ impl Writer {
         }
     }
 
-    /// A fresh read of the policy, then the JSON patch.
+    /// The last look (fresh pod, node, Lease and policy), the safety kernel, then the JSON
+    /// patch.
     async fn remove_finalizers(
         &self,
         rf: &RemoveFinalizers,
         policy: &RemediationPolicy,
+        validated: &ValidatedPolicy,
     ) -> (ActionResult, Option<String>) {
-        if let Err(refused) = self.policy_still_acts(policy, "removed").await {
+        let reads =
+            match self.look_at_pod(&rf.namespace, &rf.name, &rf.node, &policy.name_any()).await {
+                Ok(reads) => reads,
+                Err(failed) => return failed,
+            };
+        let look = reads.look();
+        if let Err(skip) = rf.recheck(&look, policy.metadata.generation) {
+            return (ActionResult::Skipped, Some(skip));
+        }
+        let action = Action::RemoveFinalizers(rf.clone());
+        if let Err(refused) = self.kernel_admits(policy, validated, &action, &look, None).await {
             return refused;
         }
         if !self.may_write(WriteKind::PatchPod) {

@@ -18,15 +18,16 @@ use tracing::{debug, info, warn};
 
 use k8s_openapi::api::coordination::v1::Lease;
 
-use crate::adapters::{NODE_LEASE_NAMESPACE, excluded, node_view};
+use crate::adapters::{NODE_LEASE_NAMESPACE, WatchedPod, excluded, node_view, pod_record};
 
 use crate::core::rollouts::WorkloadRef;
 use crate::core::{
     Action, FencingNotice, ForceDelete, FreshNode, FreshPod, FreshPolicy, LastLook, PodNotice,
-    ValidatedPolicy, policy_still_enforces, push_recent_actions,
+    ValidatedPolicy, push_recent_actions,
 };
 use crate::crd::{
-    ActionKind, ActionResult, Mode, RecentAction, RemediationPolicy, RemediationPolicyStatus,
+    ActionKind, ActionResult, Mode, OUT_OF_SERVICE_TAINT, OUT_OF_SERVICE_VALUE, RecentAction,
+    RemediationPolicy, RemediationPolicyStatus,
 };
 use crate::leader::LeaderGuard;
 use crate::metrics::{ActionLabels, DelayLabels, Metrics, WriteKind, WriteLabels};
@@ -34,8 +35,9 @@ use crate::{Error, Result};
 
 /// The name Events are reported under.
 pub const CONTROLLER_NAME: &str = "kube-remediator";
-/// Field manager for status patches.
-pub const FIELD_MANAGER: &str = "kube-remediator";
+/// Field manager of every patch (status, nodes, pods): the safety kernel reads it back in a
+/// node's managedFields to tell our cordon from an admin's.
+pub use crate::crd::FIELD_MANAGER;
 /// How many actions of one plan run at once.
 pub const MAX_IN_FLIGHT: usize = 8;
 /// How long one fresh read of a node, its Lease and the policy serves the last looks of other
@@ -440,6 +442,10 @@ impl Writer {
         if let Err(skip) = fd.recheck(&look, policy.metadata.generation, &validated.fencing) {
             return (ActionResult::Skipped, Some(skip));
         }
+        let action = Action::ForceDelete(fd.clone());
+        if let Err(refused) = self.kernel_admits(policy, validated, &action, &look, None).await {
+            return refused;
+        }
         let deleted = self.delete_pod(&pods, fd).await;
         #[cfg(feature = "e2e-hooks")]
         self.hold_after_delete(fd).await;
@@ -458,6 +464,24 @@ impl Writer {
         Ok((node, lease, policy?))
     }
 
+    /// The last look of a pod action other than a force delete (an eviction, a finalizer
+    /// removal): fresh reads of the pod, its node, the node's Lease and the policy, all at once,
+    /// in the core's terms. `Err` is the result to record (the read failed), and why.
+    pub(crate) async fn look_at_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        node: &str,
+        policy: &str,
+    ) -> std::result::Result<PodLook, (ActionResult, Option<String>)> {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        let (pod, rest) = tokio::join!(pods.get_opt(name), self.reread(node, policy));
+        let pod =
+            pod.map_err(|e| (ActionResult::Failed, Some(format!("last look: the pod: {e}"))))?;
+        let (node, lease, policy) = rest.map_err(|e| (ActionResult::Failed, Some(e)))?;
+        Ok(PodLook { pod, node, lease, policy })
+    }
+
     /// The last look's fresh reads of a node and its Lease, both at once.
     async fn read_node(&self, node: &str) -> std::result::Result<NodeEvidence, String> {
         let nodes: Api<Node> = Api::all(self.client.clone());
@@ -474,24 +498,6 @@ impl Writer {
     ) -> std::result::Result<Option<RemediationPolicy>, String> {
         let policies: Api<RemediationPolicy> = Api::all(self.client.clone());
         policies.get_opt(name).await.map_err(|e| format!("last look: the policy: {e}"))
-    }
-
-    /// The last look of an action that depends on the policy alone (an eviction, a finalizer
-    /// removal): a fresh read of the policy, which must still enforce the generation planned
-    /// with. `Err` is the result to record, and why.
-    pub(crate) async fn policy_still_acts(
-        &self,
-        policy: &RemediationPolicy,
-        verb: &str,
-    ) -> std::result::Result<(), (ActionResult, Option<String>)> {
-        let fresh = self
-            .read_policy(&policy.name_any())
-            .await
-            .map_err(|e| (ActionResult::Failed, Some(e)))?
-            .as_ref()
-            .map(fresh_policy);
-        policy_still_enforces(fresh, policy.metadata.generation, verb)
-            .map_err(|skip| (ActionResult::Skipped, Some(skip)))
     }
 
     /// DELETE with grace 0 and a UID precondition, if this replica leads.
@@ -529,6 +535,60 @@ impl Writer {
                 (ActionResult::Failed, Some(err.to_string()))
             }
         }
+    }
+
+    /// The safety kernel's word on a write about to be sent ([`crate::safety::admit`]). A
+    /// refusal is a defect of the rules: it blocks the write, is logged at error level, counted
+    /// by invariant and told in an Event on the policy about the object; `Err` is the result
+    /// to record (skipped, so the action waits its backoff) and why.
+    pub(crate) async fn kernel_admits(
+        &self,
+        policy: &RemediationPolicy,
+        validated: &ValidatedPolicy,
+        action: &Action,
+        look: &LastLook<'_>,
+        undo: Option<crate::safety::UndoChanges>,
+    ) -> std::result::Result<(), (ActionResult, Option<String>)> {
+        let write = crate::safety::Write {
+            action,
+            policy: validated,
+            planned_generation: policy.metadata.generation,
+            look,
+            undo,
+            now: crate::clock::now(),
+        };
+        let Err(refusal) = crate::safety::admit(&write) else { return Ok(()) };
+        let (namespace, name) = action.target();
+        tracing::error!(
+            policy = %policy.name_any(), action = action.kind().as_str(), namespace, name,
+            invariant = refusal.invariant.as_str(), why = %refusal.why,
+            "the safety kernel refused a write: a defect of the rules, the write is not sent"
+        );
+        self.metrics
+            .safety_refusals
+            .get_or_create(&crate::metrics::InvariantLabels {
+                invariant: crate::metrics::Label(refusal.invariant),
+            })
+            .inc();
+        let related = if namespace.is_empty() {
+            ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Node".into()),
+                name: Some(name.to_string()),
+                uid: Some(action.uid().to_string()),
+                ..ObjectReference::default()
+            }
+        } else {
+            pod_reference(namespace, name, action.uid())
+        };
+        let note = format!(
+            "{} {}{}{name} not sent: {refusal}",
+            action.kind().as_str(),
+            namespace,
+            if namespace.is_empty() { "" } else { "/" }
+        );
+        self.policy_event_on(policy, related, "SafetyRefused", action.kind().as_str(), note).await;
+        Err((ActionResult::Skipped, Some(refusal.to_string())))
     }
 
     /// Whether this replica may send a write now (it holds the leader Lease); counts refusals.
@@ -745,6 +805,21 @@ impl Writer {
     }
 }
 
+/// A pod, its node, the node's Lease and the policy, freshly read ([`Writer::look_at_pod`]).
+pub(crate) struct PodLook {
+    pub pod: Option<Pod>,
+    pub node: Option<Node>,
+    pub lease: Option<Lease>,
+    pub policy: Option<RemediationPolicy>,
+}
+
+impl PodLook {
+    /// The reads in the core's terms.
+    pub fn look(&self) -> LastLook<'_> {
+        last_look(self.pod.as_ref(), self.node.as_ref(), self.lease.as_ref(), self.policy.as_ref())
+    }
+}
+
 /// A node and its Lease, freshly read.
 type NodeEvidence = (Option<Node>, Option<Lease>);
 
@@ -919,6 +994,8 @@ pub(crate) fn last_look<'a>(
             terminating: p.metadata.deletion_timestamp.is_some(),
             node: p.spec.as_ref().and_then(|s| s.node_name.as_deref()).unwrap_or_default(),
             excluded: excluded(p.metadata.annotations.as_ref()),
+            stale: pod_record(&WatchedPod::from(p))
+                .is_some_and(|r| r.view.stale_ready_since.is_some()),
         }),
         node: node.map(|n| {
             let view = node_view(n);
@@ -926,6 +1003,8 @@ pub(crate) fn last_look<'a>(
                 observation: view.observation,
                 excluded: view.excluded,
                 control: view.control,
+                cordon_managers: field_managers(n, &["f:spec", "f:unschedulable"]),
+                out_of_service_added: out_of_service_added(n),
             }
         }),
         lease_renewed: lease
@@ -934,6 +1013,35 @@ pub(crate) fn last_look<'a>(
             .map(|t| t.0),
         policy: policy.map(fresh_policy),
     }
+}
+
+/// The managers whose managedFields entry holds the field at `path` (`["f:spec",
+/// "f:unschedulable"]`).
+fn field_managers(node: &Node, path: &[&str]) -> Vec<String> {
+    let entries = node.metadata.managed_fields.as_deref().unwrap_or_default();
+    entries
+        .iter()
+        .filter(|e| {
+            let fields = e.fields_v1.as_ref().map(|f| &f.0);
+            path.iter().try_fold(fields, |at, key| Some(at?.get(*key))).flatten().is_some()
+        })
+        .filter_map(|e| e.manager.clone())
+        .collect()
+}
+
+/// The `timeAdded` of the node's out-of-service taint with this operator's value and effect.
+fn out_of_service_added(node: &Node) -> Option<Timestamp> {
+    let taints = node.spec.as_ref()?.taints.as_deref()?;
+    taints
+        .iter()
+        .find(|t| {
+            t.key == OUT_OF_SERVICE_TAINT
+                && t.effect == "NoExecute"
+                && t.value.as_deref() == Some(OUT_OF_SERVICE_VALUE)
+        })?
+        .time_added
+        .as_ref()
+        .map(|t| t.0)
 }
 
 mod evict;

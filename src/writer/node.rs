@@ -14,12 +14,13 @@ use tracing::{info, warn};
 
 use super::{FIELD_MANAGER, Outcome, Writer, last_look};
 use crate::adapters::{node_record_json, node_view};
-use crate::core::{NodeAction, NodeActionKind, NodeRecord, ValidatedPolicy};
+use crate::core::{Action, FreshNode, NodeAction, NodeActionKind, NodeRecord, ValidatedPolicy};
 use crate::crd::{
     ActionKind, ActionResult, Mode, NODE_ACTIONS_ANNOTATION, OUT_OF_SERVICE_TAINT,
     OUT_OF_SERVICE_VALUE, RecentAction, RemediationPolicy,
 };
 use crate::metrics::WriteKind;
+use crate::safety::{UndoChanges, same_second};
 
 impl Writer {
     /// Carries out (Enforce) or records (DryRun) one node action, with its Event on the node and
@@ -35,7 +36,7 @@ impl Writer {
         let (policy_name, mode) = (&*policy.name_any(), validated.mode);
         let (result, detail) = match mode {
             Mode::DryRun => (ActionResult::WouldAct, None),
-            Mode::Enforce => self.act_on_node(&na, policy).await,
+            Mode::Enforce => self.act_on_node(&na, policy, validated).await,
         };
         let at = now();
         self.account(policy_name, mode, kind, result, na.threshold, at);
@@ -90,6 +91,7 @@ impl Writer {
         &self,
         na: &NodeAction,
         policy: &RemediationPolicy,
+        validated: &ValidatedPolicy,
     ) -> (ActionResult, Option<String>) {
         let (node, lease, fresh_policy) = match self.reread(&na.node, &policy.name_any()).await {
             Ok(evidence) => evidence,
@@ -99,8 +101,14 @@ impl Writer {
         if let Err(skip) = na.recheck(&look, policy.metadata.generation) {
             return (ActionResult::Skipped, Some(skip));
         }
+        // An undo changes only what is still ours; the record goes in any case.
+        let undo = look.node.as_ref().map(undo_changes).filter(|_| na.kind == NodeActionKind::Undo);
+        let action = Action::Node(na.clone());
+        if let Err(refused) = self.kernel_admits(policy, validated, &action, &look, undo).await {
+            return refused;
+        }
         let Some(node) = node else { return (ActionResult::Skipped, Some("node gone".into())) };
-        let write = if na.kind == NodeActionKind::DeleteNode {
+        let write = if matches!(na.kind, NodeActionKind::DeleteNode { .. }) {
             WriteKind::DeleteNode
         } else {
             WriteKind::PatchNode
@@ -110,7 +118,7 @@ impl Writer {
         }
         let nodes: Api<Node> = Api::all(self.client.clone());
         let sent = match na.kind {
-            NodeActionKind::DeleteNode => {
+            NodeActionKind::DeleteNode { .. } => {
                 let params = DeleteParams {
                     preconditions: Some(Preconditions {
                         uid: Some(na.uid.clone()),
@@ -121,7 +129,8 @@ impl Writer {
                 nodes.delete(&na.node, &params).await.map(|_| ())
             }
             _ => {
-                let patch = node_patch(na.kind, &node, policy, crate::clock::now());
+                let changes = undo.unwrap_or_default();
+                let patch = node_patch(na.kind, &node, policy, changes, crate::clock::now());
                 let params = PatchParams {
                     field_manager: Some(FIELD_MANAGER.into()),
                     ..PatchParams::default()
@@ -152,6 +161,7 @@ fn node_patch(
     kind: NodeActionKind,
     node: &Node,
     policy: &RemediationPolicy,
+    undo: UndoChanges,
     now: Timestamp,
 ) -> serde_json::Value {
     let view = node_view(node);
@@ -178,13 +188,12 @@ fn node_patch(
             });
             (json!({ "taints": taints }), json!(node_record_json(&record)))
         }
-        NodeActionKind::Undo | NodeActionKind::DeleteNode => {
+        NodeActionKind::Undo | NodeActionKind::DeleteNode { .. } => {
             let mut spec = serde_json::Map::new();
-            let old = &view.control.record;
-            if old.cordoned.is_some() && view.observation.unschedulable {
+            if undo.uncordon {
                 spec.insert("unschedulable".into(), json!(false));
             }
-            if old.tainted.is_some() && taints.iter().any(ours) {
+            if undo.remove_taint {
                 let kept: Vec<&Taint> = taints.iter().filter(|t| !ours(t)).collect();
                 spec.insert("taints".into(), json!(kept));
             }
@@ -198,6 +207,23 @@ fn node_patch(
         },
         "spec": spec,
     })
+}
+
+/// What an undo may change on the node as freshly read: our cordon while our field manager
+/// alone owns `spec.unschedulable` (an admin who uncordoned and cordoned again owns it now),
+/// our taint while it is the one our record names (same `timeAdded`). The rest was changed by
+/// someone else since, and is theirs.
+fn undo_changes(node: &FreshNode) -> UndoChanges {
+    let record = &node.control.record;
+    let managers = &node.cordon_managers;
+    UndoChanges {
+        uncordon: record.cordoned.is_some()
+            && node.observation.unschedulable
+            && !managers.is_empty()
+            && managers.iter().all(|m| m == FIELD_MANAGER),
+        remove_taint: record.tainted.is_some()
+            && same_second(record.tainted, node.out_of_service_added),
+    }
 }
 
 /// The Event reason of a node action's outcome: `Cordoned`, `WouldCordon`, `CordonSkipped`,
@@ -244,7 +270,8 @@ mod tests {
             "metadata": {"name": "n1", "uid": "u1", "resourceVersion": "7"},
             "spec": {"taints": [admin_taint]}
         }));
-        let cordon = node_patch(NodeActionKind::Cordon, &n, &policy(), now);
+        let none = UndoChanges::default();
+        let cordon = node_patch(NodeActionKind::Cordon, &n, &policy(), none, now);
         assert_eq!(cordon["spec"], json!({"unschedulable": true}));
         assert_eq!(cordon["metadata"]["resourceVersion"], "7");
         let record = cordon["metadata"]["annotations"][NODE_ACTIONS_ANNOTATION].as_str();
@@ -254,30 +281,64 @@ mod tests {
             "{cordon}"
         );
 
-        let taint =
-            node_patch(NodeActionKind::OutOfServiceTaint { assumed_off: true }, &n, &policy(), now);
+        let taint = node_patch(
+            NodeActionKind::OutOfServiceTaint { assumed_off: true },
+            &n,
+            &policy(),
+            none,
+            now,
+        );
         let taints = taint["spec"]["taints"].as_array().cloned().unwrap_or_default();
         assert_eq!(taints.len(), 2, "the admin's taint is kept: {taint}");
         assert_eq!(taints[1]["key"], OUT_OF_SERVICE_TAINT);
         assert_eq!(taints[1]["value"], OUT_OF_SERVICE_VALUE);
         assert_eq!(taints[1]["effect"], "NoExecute");
 
-        // Undo on a node we cordoned and tainted: both come off, the admin's taint stays, the
-        // record goes.
-        let ours = json!({"key": OUT_OF_SERVICE_TAINT, "value": OUT_OF_SERVICE_VALUE, "effect": "NoExecute"});
+        // Undo on a node we cordoned and tainted, both still ours (our field manager owns the
+        // cordon, the taint is the one our record names): both come off, the admin's taint
+        // stays, the record goes.
+        let added = "2026-01-01T00:01:00Z";
+        let ours = json!({"key": OUT_OF_SERVICE_TAINT, "value": OUT_OF_SERVICE_VALUE,
+                          "effect": "NoExecute", "timeAdded": added});
         let record = node_record_json(&NodeRecord {
             policy: Some("p".into()),
             cordoned: Some(now),
             tainted: Some(now),
         });
+        let managed = |manager: &str| {
+            json!([{ "manager": manager, "operation": "Update", "apiVersion": "v1",
+                     "fieldsType": "FieldsV1",
+                     "fieldsV1": { "f:spec": { "f:unschedulable": {} } } }])
+        };
         let tainted = node(json!({
             "metadata": {"name": "n1", "uid": "u1", "resourceVersion": "9",
-                         "annotations": {NODE_ACTIONS_ANNOTATION: record}},
+                         "annotations": {NODE_ACTIONS_ANNOTATION: record},
+                         "managedFields": managed(FIELD_MANAGER)},
             "spec": {"unschedulable": true, "taints": [admin_taint, ours]}
         }));
-        let undo = node_patch(NodeActionKind::Undo, &tainted, &policy(), now);
+        let changes = |n: &Node| {
+            let look = last_look(None, Some(n), None, None);
+            look.node.as_ref().map(undo_changes).unwrap_or_default()
+        };
+        assert_eq!(changes(&tainted), UndoChanges { uncordon: true, remove_taint: true });
+        let undo = node_patch(NodeActionKind::Undo, &tainted, &policy(), changes(&tainted), now);
         assert_eq!(undo["spec"]["unschedulable"], false);
         assert_eq!(undo["spec"]["taints"], json!([admin_taint]));
+        assert!(undo["metadata"]["annotations"][NODE_ACTIONS_ANNOTATION].is_null());
+
+        // An admin uncordoned it and cordoned it again (their manager owns the field now), and
+        // re-added the taint at another time: neither is ours any more; only the record goes.
+        let mut retaken = tainted.clone();
+        retaken.metadata.managed_fields =
+            serde_json::from_value(managed("kubectl-cordon")).expect("managed fields");
+        if let Some(t) =
+            retaken.spec.as_mut().and_then(|s| s.taints.as_mut()).and_then(|t| t.get_mut(1))
+        {
+            t.time_added = Some(Time("2026-01-01T00:09:00Z".parse().expect("ts")));
+        }
+        assert_eq!(changes(&retaken), UndoChanges::default());
+        let undo = node_patch(NodeActionKind::Undo, &retaken, &policy(), changes(&retaken), now);
+        assert_eq!(undo["spec"], json!({}), "{undo}");
         assert!(undo["metadata"]["annotations"][NODE_ACTIONS_ANNOTATION].is_null());
 
         // An admin's cordon (no record of ours) is never undone.
@@ -285,8 +346,7 @@ mod tests {
             "metadata": {"name": "n1", "uid": "u1", "resourceVersion": "3"},
             "spec": {"unschedulable": true, "taints": [ours]}
         }));
-        let undo = node_patch(NodeActionKind::Undo, &admin, &policy(), now);
-        assert_eq!(undo["spec"], json!({}), "{undo}");
+        assert_eq!(changes(&admin), UndoChanges::default());
     }
 
     #[test]

@@ -66,6 +66,13 @@ fn action() -> Action {
         lease_renewed: Some(RENEWED.parse().expect("ts")),
         fencing_required: None,
         live_node: false,
+        // Watched long ago: dead by the kernel's clock whenever the test runs.
+        death: Some(crate::core::DeathEvidence::Watched {
+            lease_renewed: RENEWED.parse().expect("ts"),
+            lease_seen: Timestamp::UNIX_EPOCH,
+            not_ready_since: Timestamp::UNIX_EPOCH,
+            window_start: Timestamp::UNIX_EPOCH,
+        }),
     })
 }
 

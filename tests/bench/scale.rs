@@ -101,7 +101,7 @@ fn main() {
     for i in 0..PODS {
         let t = dead(i % NODES);
         terminating += usize::from(t);
-        state.apply_pod(&pod(i, now, t));
+        state.apply_pod(&pod(i, now, t), now);
     }
     let synced = now - SignedDuration::from_secs(3600);
     for kind in WatchedKind::ALL {

@@ -14,6 +14,7 @@ use crate::core::observed::{NodeObservation, OwnerKey, PodView};
 use crate::core::policy::{LiveNodeStuck, ValidatedPolicy};
 use crate::core::stuck::{StuckCause, diagnose};
 use crate::core::verdict::NotEligible;
+use crate::crd::FencingRequirement;
 
 /// A pod stuck Terminating on a live node, for the reports.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -28,14 +29,17 @@ pub struct StuckPod {
     pub since: Timestamp,
 }
 
-/// The gate of a selected pod (deleted at `deleted_at`) on the live (Ready) `node`, and the
-/// stuck pod to report once it is stuck.
+/// The gate of a selected pod on the live (Ready) `node`, and the stuck pod to report once it is
+/// stuck. `deleted_at` is when its grace period ended by the operator's clock (when it first
+/// saw the pod Terminating, plus the grace period); `requirement`: the fencing it needs.
+#[allow(clippy::too_many_arguments)] // one pure judgement over its inputs, each named
 pub fn gate(
     pod: &PodView,
     node: &NodeSummary,
     observation: &NodeObservation,
     policy: &ValidatedPolicy,
     rule: LiveNodeStuck,
+    requirement: Option<FencingRequirement>,
     deleted_at: Timestamp,
     now: Timestamp,
 ) -> (Gate, Option<StuckPod>) {
@@ -70,6 +74,12 @@ pub fn gate(
                 )
             })
         }
+        // A pod that needs fencing is never force-deleted on a live node (it has none: the
+        // kubelet may still hold its volume) unless the policy opts in.
+        _ if requirement.is_some() && !rule.force_delete_unfenced && node.fenced_by.is_none() => {
+            let because = requirement.unwrap_or(FencingRequirement::All);
+            Gate::Blocked(NotEligible::NeedsFencing { because }, None)
+        }
         _ => match rule.force_delete_after.map(|after| add(deleted_at, after)) {
             Some(due) if now >= due => Gate::Ready {
                 threshold: due,
@@ -79,7 +89,7 @@ pub fn gate(
                     cause.detail(),
                     format_duration(rule.force_delete_after.unwrap_or_default()),
                 ),
-                fencing_required: None,
+                fencing_required: requirement,
                 live_node: true,
             },
             Some(due) => Gate::Blocked(reported(Some(due)), Some(due)),
@@ -113,6 +123,7 @@ mod tests {
             why: "Ready".into(),
             lease_renewed: None,
             held_alive: None,
+            death: None,
         }
     }
 
@@ -175,7 +186,7 @@ mod tests {
                 ..fixtures::pod("p", "n1")
             };
             let obs = NodeView::deleted_unknown("n1").observation;
-            let (gate, stuck) = gate(&pod, &live(), &obs, &p, rule, t(0), t(now));
+            let (gate, stuck) = gate(&pod, &live(), &obs, &p, rule, None, t(0), t(now));
             assert_eq!(summary(&gate), want, "{case}");
             assert_eq!(stuck.map(|s| s.cause.code()), want_cause, "{case}");
         }

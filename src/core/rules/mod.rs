@@ -18,8 +18,9 @@ use std::collections::BTreeMap;
 use jiff::{SignedDuration, Timestamp};
 
 use self::live_node_stuck::StuckPod;
-use self::release::{Gate, Release, selected_kind};
+use self::release::{Gate, Release, fencing_requirement, selected_kind};
 use super::action::{Action, ForceDelete, RemoveFinalizers};
+use super::duration::add;
 use super::evidence::Suspension;
 use super::node::{NodeState, NodeSummary};
 use super::observed::{NodeObservation, NodeView, Observed, PodView};
@@ -94,6 +95,7 @@ pub fn release_terminating_pods(
                     lease_renewed: node.lease_renewed,
                     fencing_required,
                     live_node,
+                    death: node.death.clone().filter(|_| !live_node),
                 }))
             }
             Gate::RemoveFinalizers { threshold, reason, remove, current } => {
@@ -107,6 +109,7 @@ pub fn release_terminating_pods(
                     threshold,
                     remove,
                     current,
+                    death: node.death.clone(),
                 };
                 // Done (or recorded in DryRun) once per pod, not at every reconcile.
                 if observed.acted_pods.contains(&removal.acted_key()) {
@@ -150,8 +153,18 @@ fn pod_gate(
     if let (NodeState::Healthy, Some(rule), Some(observation), Some(_)) =
         (node.state, policy.live_node_stuck, observation, observed.watch_synced_at)
     {
+        // Time on a live node is ours: from when we first saw the pod Terminating, plus its
+        // grace period; never the API server's deletionTimestamp against our clock.
+        let Some(seen) = pod.terminating_seen else {
+            return (Gate::Blocked(NotEligible::CachesNotSynced, None), None);
+        };
+        let grace = SignedDuration::from_secs(pod.deletion_grace_seconds.unwrap_or(0).max(0));
+        let ours = add(seen, grace);
         return match selected_kind(pod, node, observed, policy) {
-            Ok(_) => live_node_stuck::gate(pod, node, observation, policy, rule, deleted_at, now),
+            Ok(kind) => {
+                let requirement = fencing_requirement(pod, kind, policy);
+                live_node_stuck::gate(pod, node, observation, policy, rule, requirement, ours, now)
+            }
             Err(reason) => (Gate::Blocked(reason, None), None),
         };
     }

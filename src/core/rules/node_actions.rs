@@ -15,7 +15,7 @@ use jiff::{SignedDuration, Timestamp};
 use crate::core::action::{Action, NodeAction, NodeActionKind, node_acted_key};
 use crate::core::duration::{add, format_duration};
 use crate::core::node::{NodeState, NodeSummary};
-use crate::core::observed::NodeView;
+use crate::core::observed::{Acting, NodeView};
 use crate::core::policy::ValidatedPolicy;
 use crate::crd::{OUT_OF_SERVICE_TAINT, SHUTDOWN_TAINT};
 
@@ -38,6 +38,7 @@ pub fn evaluate(
     summary: &NodeSummary,
     policy: &ValidatedPolicy,
     acted: &BTreeSet<String>,
+    acting: &Acting,
     now: Timestamp,
     found: &mut NodeFindings,
 ) {
@@ -50,7 +51,10 @@ pub fn evaluate(
                 on_dead_node(view, summary, dead_at, policy, acted, now, found);
             }
         }
-        NodeState::Healthy => undo(view, policy, acted, now, found),
+        NodeState::Healthy if acting.may_undo(&view.control.record, policy.node_actions.any()) => {
+            undo(view, policy, acted, now, found)
+        }
+        NodeState::Healthy => {}
         NodeState::Unhealthy => {}
     }
 }
@@ -81,6 +85,7 @@ fn on_dead_node(
             threshold: at,
             lease_renewed: summary.lease_renewed,
             epoch: dead_at,
+            death: summary.death.clone(),
         }));
     };
     let after = |d: SignedDuration| format_duration(d);
@@ -113,11 +118,27 @@ fn on_dead_node(
             (false, None) => {}
         }
     }
+    // Deleting a Node releases every pod bound to it (PodGC deletes them), StatefulSet and
+    // ReadWriteOnce pods included: it needs the same fencing as the out-of-service taint.
     if let Some(d) = a.delete_node_after
         && !control.control_plane
     {
         let at = add(dead_at, d);
-        due(NodeActionKind::DeleteNode, at, format!("deleteNodeAfter {} passed", after(d)));
+        let why = format!("deleteNodeAfter {} passed", after(d));
+        match (summary.fenced_by, a.assume_off_after) {
+            (Some(evidence), _) => due(
+                NodeActionKind::DeleteNode { assumed_off: false },
+                at,
+                format!("{why}; fenced: {}", evidence.describe()),
+            ),
+            (None, Some(off)) => due(
+                NodeActionKind::DeleteNode { assumed_off: true },
+                at.max(add(dead_at, off)),
+                format!("{why}; assumed off: dead longer than assumeOffAfter {}", after(off)),
+            ),
+            // Without fencing evidence and without the policy's acceptance: never.
+            (None, None) => {}
+        }
     }
 }
 
@@ -153,6 +174,7 @@ fn undo(
         threshold: at,
         lease_renewed: view.observation.lease_renewed,
         epoch: ready_since,
+        death: None,
     }));
 }
 
@@ -169,13 +191,13 @@ mod tests {
         let summary = summarize_node(&node, &p, Some(t(-100)), t(60));
         let mut acted = BTreeSet::new();
         let mut found = NodeFindings::default();
-        evaluate(&node, &summary, &p, &acted, t(60), &mut found);
+        evaluate(&node, &summary, &p, &acted, &Acting::default(), t(60), &mut found);
         assert_eq!(kinds(&found.candidates), vec!["Cordon"]);
         // Recorded (say in DryRun, where the node does not change): not again.
         let Action::Node(cordon) = &found.candidates[0] else { panic!("a node action") };
         acted.insert(cordon.acted_key());
         let mut again = NodeFindings::default();
-        evaluate(&node, &summary, &p, &acted, t(61), &mut again);
+        evaluate(&node, &summary, &p, &acted, &Acting::default(), t(61), &mut again);
         assert!(again.candidates.is_empty(), "{again:?}");
         // A new outage (dead at another instant) is a new episode.
         let mut later = dead_node();
@@ -183,7 +205,7 @@ mod tests {
         later.observation.lease_seen = Some(t(500));
         let summary = summarize_node(&later, &p, Some(t(-100)), t(560));
         let mut next = NodeFindings::default();
-        evaluate(&later, &summary, &p, &acted, t(560), &mut next);
+        evaluate(&later, &summary, &p, &acted, &Acting::default(), t(560), &mut next);
         assert_eq!(kinds(&next.candidates), vec!["Cordon"]);
     }
     use crate::core::node::summarize_node;
@@ -270,11 +292,42 @@ mod tests {
                 want: (vec![], Some(50)),
             },
             Row {
-                case: "cordon due; no fencing: never tainted; delete later",
+                case: "cordon due; no fencing: never tainted, never deleted",
                 node: dead_node(),
                 assume_off: false,
                 at: 50,
-                want: (vec!["Cordon"], Some(100)),
+                want: (vec!["Cordon"], None),
+            },
+            Row {
+                case: "deleteNodeAfter passed, no fencing, no assumeOffAfter: never deleted",
+                node: dead_node(),
+                assume_off: false,
+                at: 200,
+                want: (vec!["Cordon"], None),
+            },
+            Row {
+                case: "our own taint is no fencing for deleting the Node",
+                node: with(&|n| {
+                    n.observation.unschedulable = true;
+                    n.observation.taints = vec![format!("{OUT_OF_SERVICE_TAINT}:NoExecute")];
+                    n.control.record.cordoned = Some(t(50));
+                    n.control.record.tainted = Some(t(60));
+                }),
+                assume_off: false,
+                at: 200,
+                want: (vec![], None),
+            },
+            Row {
+                case: "assumed off: delete after deleteNodeAfter",
+                node: with(&|n| {
+                    n.observation.unschedulable = true;
+                    n.control.record.cordoned = Some(t(50));
+                    n.control.record.tainted = Some(t(70));
+                    n.observation.taints = vec![format!("{OUT_OF_SERVICE_TAINT}:NoExecute")];
+                }),
+                assume_off: true,
+                at: 100,
+                want: (vec!["DeleteNode"], None),
             },
             Row {
                 case: "shutdown taint fences: taint at dead + 20 s",
@@ -302,7 +355,7 @@ mod tests {
                 node: with(&|n| n.control.record.cordoned = Some(t(50))),
                 assume_off: false,
                 at: 60,
-                want: (vec![], Some(100)),
+                want: (vec![], None),
             },
             Row {
                 case: "already cordoned and tainted (by anyone): only delete left",
@@ -340,7 +393,15 @@ mod tests {
             let p = policy(r.assume_off);
             let summary = summarize_node(&r.node, &p, Some(t(-100)), t(r.at));
             let mut found = NodeFindings::default();
-            evaluate(&r.node, &summary, &p, &BTreeSet::new(), t(r.at), &mut found);
+            evaluate(
+                &r.node,
+                &summary,
+                &p,
+                &BTreeSet::new(),
+                &Acting::default(),
+                t(r.at),
+                &mut found,
+            );
             let next = found.deadlines.iter().min().map(|d| d.duration_since(t(0)).as_secs());
             assert_eq!((kinds(&found.candidates), next), r.want, "{}: {}", r.case, summary.why);
             assert!(found.undo.is_empty(), "{}", r.case);
@@ -357,7 +418,7 @@ mod tests {
         let judge = |n: &NodeView, at| {
             let summary = summarize_node(n, &p, Some(t(-100)), t(at));
             let mut found = NodeFindings::default();
-            evaluate(n, &summary, &p, &BTreeSet::new(), t(at), &mut found);
+            evaluate(n, &summary, &p, &BTreeSet::new(), &Acting::default(), t(at), &mut found);
             found
         };
         // Nothing recorded: nothing to undo, whatever the node carries.

@@ -177,7 +177,7 @@ fn owner_class(pod: &PodView) -> OwnerClass<'_> {
 }
 
 /// Which fencing requirement applies to a pod, if any.
-fn fencing_requirement(
+pub fn fencing_requirement(
     pod: &PodView,
     kind: OwnerKind,
     policy: &ValidatedPolicy,

@@ -4,8 +4,16 @@
 //! the node went Unknown, and a kubelet that came back without resending its status leaves it
 //! so: out of its Services' endpoints for good. Reported always; evicted (Eviction API, so
 //! PodDisruptionBudgets hold) only with `action: Evict`, and only when a controller will
-//! replace it. A pod whose own containers are not ready (a failing readiness probe) is never
-//! one of these: the adapter keeps only pods whose every container is ready.
+//! replace it. A pod failing its own readiness (a container, init container, native sidecar or
+//! readiness gate not satisfied) is never one of these: the adapter keeps only pods whose
+//! every one is.
+//!
+//! Repair only what the failure did: the pod must have turned not Ready during an outage of
+//! its node that the operator watched from its start to its end
+//! ([`crate::core::NodeControl::last_outage`]), by its own clock: first seen so
+//! ([`crate::core::PodView::stale_seen`]) no earlier than the node left Ready and no later
+//! than [`EVENT_SLACK`] after it came back. A pod already not Ready before the outage, or seen
+//! only after an operator restart, is left alone.
 
 use std::collections::BTreeMap;
 
@@ -18,6 +26,10 @@ use crate::core::node::{NodeState, NodeSummary};
 use crate::core::observed::{NodeView, Observed, OwnerKey};
 use crate::core::policy::ValidatedPolicy;
 use crate::crd::OwnerKind;
+
+/// How long after its node came back a pod's change to not Ready may still reach us and count
+/// as the outage's: watch events of two kinds arrive in no fixed order.
+pub const EVENT_SLACK: jiff::SignedDuration = jiff::SignedDuration::from_secs(5);
 
 /// A pod left Ready=False after a node blip, for the reports.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -71,6 +83,14 @@ pub fn stale_pods(
             continue;
         }
         let Ok(kind) = selected_kind(pod, node, observed, policy) else { continue };
+        // It turned not Ready during an outage of its node that we watched.
+        let Some(outage) = view.control.last_outage else { continue };
+        let during = pod
+            .stale_seen
+            .is_some_and(|seen| seen >= outage.from && seen <= add(outage.to, EVENT_SLACK));
+        if !during {
+            continue;
+        }
         // Ready again since we saw it so, and never earlier than the evidence window.
         let ready_since = view.control.ready_seen.map_or(synced_at, |t| t.max(synced_at));
         let due = add(ready_since, rule.node_ready_for);
@@ -79,8 +99,11 @@ pub fn stale_pods(
             continue;
         }
         let why = format!(
-            "Ready=False since {since} while every container is ready, on node {node_name} Ready \
-             again for {} (staleReadiness.nodeReadyFor {}): left by a node blip",
+            "Ready=False since {since} while every container, sidecar and readiness gate is \
+             ready, turned so during the outage of node {node_name} we watched ({} to {}), \
+             Ready again for {} (staleReadiness.nodeReadyFor {}): left by a node blip",
+            outage.from,
+            outage.to,
             format_duration(now.duration_since(ready_since)),
             format_duration(rule.node_ready_for)
         );
@@ -96,6 +119,8 @@ pub fn stale_pods(
                     owner: pod.owner_key(),
                     reason: why.clone(),
                     threshold: due,
+                    outage,
+                    stale_seen: pod.stale_seen.unwrap_or(outage.from),
                 }));
                 "evicted through the Eviction API (PodDisruptionBudgets hold)".to_string()
             }
@@ -119,7 +144,7 @@ mod tests {
     use jiff::SignedDuration;
 
     use super::*;
-    use crate::core::observed::fixtures;
+    use crate::core::observed::{Outage, fixtures};
     use crate::crd::{RemediationPolicySpec, StaleReadinessAction};
 
     fn t(s: i64) -> Timestamp {
@@ -137,6 +162,7 @@ mod tests {
             why: String::new(),
             lease_renewed: None,
             held_alive: None,
+            death: None,
         }
     }
 
@@ -156,31 +182,91 @@ mod tests {
         for (case, evict, state, ready_seen, owned, now, want_found, want_evict, want_deadline) in
             rows
         {
-            let mut spec = RemediationPolicySpec::default();
-            spec.stale_readiness.action =
-                if evict { StaleReadinessAction::Evict } else { StaleReadinessAction::Report };
-            spec.stale_readiness.node_ready_for = "60s".into();
-            let policy = crate::core::validate(&spec).expect("valid test policy");
-            let mut pod = fixtures::pod("p", "n1");
-            pod.deletion_timestamp = None;
-            pod.stale_ready_since = Some(t(-100));
+            let policy = policy(evict);
+            let mut pod = stale_pod(t(ready_seen - 20));
             if !owned {
                 pod.owner = None;
             }
-            let mut node = NodeView::deleted_unknown("n1");
-            node.deleted = false;
-            node.control.ready_seen = Some(t(ready_seen));
-            let observed = Observed {
-                nodes: vec![node],
-                pods: vec![pod],
-                watch_synced_at: Some(t(0)),
-                ..Default::default()
-            };
-            let nodes = BTreeMap::from([("n1", summary(state))]);
-            let found = stale_pods(&observed, &nodes, &policy, t(now));
+            let node = outage_node(t(ready_seen - 30), t(ready_seen));
+            let found = judge(&policy, node, pod, state, t(now));
             assert_eq!(!found.stale.is_empty(), want_found, "{case}");
             assert_eq!(!found.candidates.is_empty(), want_evict, "{case}");
             assert_eq!(found.deadlines.first().copied(), want_deadline.map(t), "{case}");
+        }
+    }
+
+    fn policy(evict: bool) -> ValidatedPolicy {
+        let mut spec = RemediationPolicySpec::default();
+        spec.stale_readiness.action =
+            if evict { StaleReadinessAction::Evict } else { StaleReadinessAction::Report };
+        spec.stale_readiness.node_ready_for = "60s".into();
+        crate::core::validate(&spec).expect("valid test policy")
+    }
+
+    /// A running pod left Ready=False, first seen so at `seen`.
+    fn stale_pod(seen: Timestamp) -> crate::core::observed::PodView {
+        let mut pod = fixtures::pod("p", "n1");
+        pod.deletion_timestamp = None;
+        pod.stale_ready_since = Some(t(-100));
+        pod.stale_seen = Some(seen);
+        pod
+    }
+
+    /// Node n1, out from `from` and Ready again (watched) at `to`.
+    fn outage_node(from: Timestamp, to: Timestamp) -> NodeView {
+        let mut node = NodeView::unknown("n1");
+        node.control.ready_seen = Some(to);
+        node.control.last_outage = Some(Outage { from, to });
+        node
+    }
+
+    fn judge(
+        policy: &ValidatedPolicy,
+        node: NodeView,
+        pod: crate::core::observed::PodView,
+        state: NodeState,
+        now: Timestamp,
+    ) -> StaleFindings {
+        let observed = Observed {
+            nodes: vec![node],
+            pods: vec![pod],
+            watch_synced_at: Some(t(0)),
+            ..Default::default()
+        };
+        let nodes = BTreeMap::from([("n1", summary(state))]);
+        stale_pods(&observed, &nodes, policy, now)
+    }
+
+    #[test]
+    fn only_pods_that_turned_not_ready_during_an_outage_we_watched() {
+        let policy = policy(true);
+        // The outage we watched: from -30 to 0; now 60, node Ready 60 s since.
+        let table = [
+            ("turned during the outage", Some(t(-20)), Some((t(-30), t(0))), true),
+            (
+                "turned just after it came back (events out of order)",
+                Some(t(4)),
+                Some((t(-30), t(0))),
+                true,
+            ),
+            (
+                "not Ready before the outage (a readiness gate)",
+                Some(t(-40)),
+                Some((t(-30), t(0))),
+                false,
+            ),
+            ("turned long after the outage", Some(t(30)), Some((t(-30), t(0))), false),
+            ("no outage watched (first seen after a restart)", Some(t(-20)), None, false),
+            ("never seen turning", None, Some((t(-30), t(0))), false),
+        ];
+        for (case, seen, outage, want) in table {
+            let mut pod = stale_pod(t(0));
+            pod.stale_seen = seen;
+            let mut node = outage_node(t(-30), t(0));
+            node.control.last_outage = outage.map(|(from, to)| Outage { from, to });
+            let found = judge(&policy, node, pod, NodeState::Healthy, t(60));
+            assert_eq!(!found.candidates.is_empty(), want, "{case}");
+            assert_eq!(!found.stale.is_empty(), want, "{case}");
         }
     }
 }

@@ -1,0 +1,393 @@
+//! The kernel's invariants, one table each: what it admits and what it refuses, and why.
+
+use jiff::{SignedDuration, Timestamp};
+
+use super::*;
+use crate::core::{
+    Evict, FreshNode, FreshPod, FreshPolicy, NodeControl, NodeRecord, NodeView, Outage, validate,
+};
+use crate::crd::{FencingRequirement, RemediationPolicySpec, StaleReadinessAction};
+
+fn t(s: i64) -> Timestamp {
+    Timestamp::from_second(1_800_000_000 + s).expect("test instant")
+}
+
+/// Enforce; notReadyFor 10 s, leaseStaleFor 40 s (the kernel's own clock checks).
+fn policy(f: impl FnOnce(&mut RemediationPolicySpec)) -> ValidatedPolicy {
+    let mut spec = RemediationPolicySpec { mode: Mode::Enforce, ..Default::default() };
+    spec.dead_node.not_ready_for = "10s".into();
+    spec.dead_node.lease_stale_for = "40s".into();
+    f(&mut spec);
+    validate(&spec).expect("valid test policy")
+}
+
+/// Dead by what we watched: renewal `r` seen at 0, not Ready since 0, window from -100.
+fn watched() -> DeathEvidence {
+    DeathEvidence::Watched {
+        lease_renewed: t(-5),
+        lease_seen: t(0),
+        not_ready_since: t(0),
+        window_start: t(-100),
+    }
+}
+
+fn node(readiness: Readiness, taints: &[&str]) -> FreshNode {
+    let mut obs = NodeView::unknown("n1").observation;
+    obs.readiness = readiness;
+    obs.taints = taints.iter().map(|t| t.to_string()).collect();
+    FreshNode {
+        observation: obs,
+        excluded: false,
+        control: NodeControl { uid: "node-uid".into(), ..NodeControl::default() },
+        cordon_managers: vec![],
+        out_of_service_added: None,
+    }
+}
+
+fn pod(uid: &'static str, terminating: bool) -> FreshPod<'static> {
+    FreshPod { uid: Some(uid), terminating, node: "n1", excluded: false, stale: !terminating }
+}
+
+fn enforcing() -> Option<FreshPolicy> {
+    Some(FreshPolicy { mode: Mode::Enforce, paused: false, generation: Some(1) })
+}
+
+fn force_delete(fencing: Option<FencingRequirement>, death: Option<DeathEvidence>) -> Action {
+    Action::ForceDelete(ForceDelete {
+        namespace: "ns".into(),
+        name: "p".into(),
+        uid: "pod-uid".into(),
+        node: "n1".into(),
+        owner: None,
+        reason: String::new(),
+        threshold: t(40),
+        blocks_rollout: None,
+        lease_renewed: Some(t(-5)),
+        fencing_required: fencing,
+        live_node: false,
+        death,
+    })
+}
+
+fn node_action(kind: NodeActionKind, death: Option<DeathEvidence>) -> Action {
+    Action::Node(NodeAction {
+        kind,
+        node: "n1".into(),
+        uid: "node-uid".into(),
+        reason: String::new(),
+        threshold: t(40),
+        lease_renewed: Some(t(-5)),
+        epoch: t(40),
+        death,
+    })
+}
+
+/// Checks `action` against `look` at `now` under `policy`.
+fn check(
+    action: &Action,
+    policy: &ValidatedPolicy,
+    look: &LastLook<'_>,
+    undo: Option<UndoChanges>,
+    now: i64,
+) -> Result<(), Invariant> {
+    let write = Write { action, policy, planned_generation: Some(1), look, undo, now: t(now) };
+    admit(&write).map_err(|r| r.invariant)
+}
+
+#[test]
+fn force_deletes() {
+    use Invariant::*;
+    let p = policy(|_| {});
+    let dead_node = || Some(node(Readiness::Unknown, &[]));
+    let look = |pod: Option<FreshPod<'static>>, node: Option<FreshNode>, lease: Option<i64>| {
+        LastLook { pod, node, lease_renewed: lease.map(t), policy: enforcing() }
+    };
+    let shutdown = || Some(node(Readiness::Unknown, &[&format!("{SHUTDOWN_TAINT}:NoSchedule")]));
+    let mut ours = node(Readiness::Unknown, &[&format!("{OUT_OF_SERVICE_TAINT}:NoExecute")]);
+    ours.control.record = NodeRecord { tainted: Some(t(30)), ..NodeRecord::default() };
+    let theirs = node(Readiness::Unknown, &[&format!("{OUT_OF_SERVICE_TAINT}:NoExecute")]);
+    let sts = Some(FencingRequirement::StatefulSet);
+    #[rustfmt::skip]
+    type Row<'a> = (&'static str, Action, LastLook<'a>, i64, Result<(), Invariant>);
+    let table: Vec<Row<'_>> = vec![
+        (
+            "dead by what we watched",
+            force_delete(None, Some(watched())),
+            look(Some(pod("pod-uid", true)), dead_node(), Some(-5)),
+            40,
+            Ok(()),
+        ),
+        (
+            "a deleted Lease is no evidence",
+            force_delete(None, Some(watched())),
+            look(Some(pod("pod-uid", true)), dead_node(), None),
+            40,
+            Err(DeathEvidence),
+        ),
+        (
+            "a renewal since the plan",
+            force_delete(None, Some(watched())),
+            look(Some(pod("pod-uid", true)), dead_node(), Some(3)),
+            40,
+            Err(DeathEvidence),
+        ),
+        (
+            "leaseStaleFor not passed by our clock",
+            force_delete(None, Some(watched())),
+            look(Some(pod("pod-uid", true)), dead_node(), Some(-5)),
+            39,
+            Err(DeathEvidence),
+        ),
+        (
+            "no evidence carried",
+            force_delete(None, None),
+            look(Some(pod("pod-uid", true)), dead_node(), Some(-5)),
+            40,
+            Err(DeathEvidence),
+        ),
+        (
+            "node Ready again",
+            force_delete(None, Some(watched())),
+            look(Some(pod("pod-uid", true)), Some(node(Readiness::Ready, &[])), Some(-5)),
+            40,
+            Err(DeathEvidence),
+        ),
+        (
+            "a replacement pod",
+            force_delete(None, Some(watched())),
+            look(Some(pod("other", true)), dead_node(), Some(-5)),
+            40,
+            Err(FreshTarget),
+        ),
+        (
+            "a running pod",
+            force_delete(None, Some(watched())),
+            look(Some(pod("pod-uid", false)), dead_node(), Some(-5)),
+            40,
+            Err(FreshTarget),
+        ),
+        (
+            "seen deleted and still gone",
+            force_delete(None, Some(crate::core::DeathEvidence::Deleted)),
+            look(Some(pod("pod-uid", true)), None, None),
+            40,
+            Ok(()),
+        ),
+        (
+            "seen deleted, re-created since",
+            force_delete(None, Some(crate::core::DeathEvidence::Deleted)),
+            look(Some(pod("pod-uid", true)), dead_node(), None),
+            40,
+            Err(DeathEvidence),
+        ),
+        (
+            "StatefulSet pod, no fencing",
+            force_delete(sts, Some(watched())),
+            look(Some(pod("pod-uid", true)), dead_node(), Some(-5)),
+            40,
+            Err(Fencing),
+        ),
+        (
+            "StatefulSet pod, our own taint is no fencing",
+            force_delete(sts, Some(watched())),
+            look(Some(pod("pod-uid", true)), Some(ours), Some(-5)),
+            40,
+            Err(Fencing),
+        ),
+        (
+            "StatefulSet pod, someone else's taint",
+            force_delete(sts, Some(watched())),
+            look(Some(pod("pod-uid", true)), Some(theirs), Some(-5)),
+            40,
+            Ok(()),
+        ),
+        (
+            "StatefulSet pod, shutdown taint",
+            force_delete(sts, Some(watched())),
+            look(Some(pod("pod-uid", true)), shutdown(), Some(-5)),
+            40,
+            Ok(()),
+        ),
+        (
+            "StatefulSet pod, Node deleted by someone else",
+            force_delete(sts, Some(crate::core::DeathEvidence::Deleted)),
+            look(Some(pod("pod-uid", true)), None, None),
+            40,
+            Ok(()),
+        ),
+    ];
+    for (case, action, look, now, want) in table {
+        assert_eq!(check(&action, &p, &look, None, now), want, "{case}");
+    }
+}
+
+#[test]
+fn the_policy_must_enforce_now() {
+    let action = force_delete(None, Some(watched()));
+    let look = |policy| LastLook {
+        pod: Some(pod("pod-uid", true)),
+        node: Some(node(Readiness::Unknown, &[])),
+        lease_renewed: Some(t(-5)),
+        policy,
+    };
+    let dry = policy(|s| s.mode = Mode::DryRun);
+    assert_eq!(check(&action, &dry, &look(enforcing()), None, 40), Err(Invariant::Enforcing));
+    let p = policy(|_| {});
+    let paused = Some(FreshPolicy { mode: Mode::Enforce, paused: true, generation: Some(1) });
+    let changed = Some(FreshPolicy { mode: Mode::Enforce, paused: false, generation: Some(2) });
+    let to_dry = Some(FreshPolicy { mode: Mode::DryRun, paused: false, generation: Some(1) });
+    for (case, fresh) in
+        [("paused", paused), ("changed", changed), ("DryRun now", to_dry), ("deleted", None)]
+    {
+        assert_eq!(check(&action, &p, &look(fresh), None, 40), Err(Invariant::Enforcing), "{case}");
+    }
+}
+
+#[test]
+fn node_deletions_need_fencing_from_outside() {
+    use Invariant::*;
+    let delete =
+        |assumed_off| node_action(NodeActionKind::DeleteNode { assumed_off }, Some(watched()));
+    let look = |node: FreshNode| LastLook {
+        pod: None,
+        node: Some(node),
+        lease_renewed: Some(t(-5)),
+        policy: enforcing(),
+    };
+    let plain = policy(|_| {});
+    let assume = policy(|s| {
+        s.node_actions.out_of_service_taint_after = Some("10s".into());
+        s.node_actions.assume_off_after = Some("60s".into());
+    });
+    let mut ours = node(Readiness::Unknown, &[&format!("{OUT_OF_SERVICE_TAINT}:NoExecute")]);
+    ours.control.record = NodeRecord { tainted: Some(t(30)), ..NodeRecord::default() };
+    let shutdown = node(Readiness::Unknown, &[&format!("{SHUTDOWN_TAINT}:NoSchedule")]);
+    #[rustfmt::skip]
+    let table = [
+        ("no fencing at all", delete(false), &plain, look(node(Readiness::Unknown, &[])), 40, Err(Fencing)),
+        ("only our own taint", delete(false), &plain, look(ours), 40, Err(Fencing)),
+        ("the cloud's shutdown taint", delete(false), &plain, look(shutdown), 40, Ok(())),
+        ("assumed off before assumeOffAfter", delete(true), &assume, look(node(Readiness::Unknown, &[])), 99, Err(Fencing)),
+        ("assumed off after assumeOffAfter", delete(true), &assume, look(node(Readiness::Unknown, &[])), 100, Ok(())),
+        ("assumed off without assumeOffAfter", delete(true), &plain, look(node(Readiness::Unknown, &[])), 1000, Err(Fencing)),
+        ("a Lease deleted meanwhile", delete(false), &plain, LastLook { lease_renewed: None, ..look(node(Readiness::Unknown, &[&format!("{SHUTDOWN_TAINT}:NoSchedule")])) }, 40, Err(DeathEvidence)),
+    ];
+    for (case, action, p, look, now, want) in table {
+        assert_eq!(check(&action, p, &look, None, now), want, "{case}");
+    }
+}
+
+#[test]
+fn undo_only_what_is_still_ours() {
+    let undo = node_action(NodeActionKind::Undo, None);
+    let p = policy(|_| {});
+    let ours = |managers: &[&str], added: Option<i64>| {
+        let mut n = node(Readiness::Ready, &[]);
+        n.control.record = NodeRecord { policy: None, cordoned: Some(t(10)), tainted: Some(t(20)) };
+        n.cordon_managers = managers.iter().map(|m| m.to_string()).collect();
+        n.out_of_service_added = added.map(t);
+        LastLook { pod: None, node: Some(n), lease_renewed: None, policy: enforcing() }
+    };
+    let both = UndoChanges { uncordon: true, remove_taint: true };
+    let cordon = UndoChanges { uncordon: true, remove_taint: false };
+    let taint = UndoChanges { uncordon: false, remove_taint: true };
+    let refused = Err(Invariant::UndoOnlyOurs);
+    #[rustfmt::skip]
+    let table = [
+        ("both still ours", ours(&[FIELD_MANAGER], Some(20)), both, Ok(())),
+        ("an admin cordoned again: theirs", ours(&["kubectl-cordon"], Some(20)), cordon, refused),
+        ("shared with an admin", ours(&[FIELD_MANAGER, "kubectl"], Some(20)), cordon, refused),
+        ("nobody owns it", ours(&[], Some(20)), cordon, refused),
+        ("a taint added at another time", ours(&[FIELD_MANAGER], Some(25)), taint, refused),
+        ("no taint time", ours(&[FIELD_MANAGER], None), taint, refused),
+        ("nothing to change", ours(&[], None), UndoChanges::default(), Ok(())),
+    ];
+    for (case, look, changes, want) in table {
+        assert_eq!(check(&undo, &p, &look, Some(changes), 100), want, "{case}");
+    }
+    // Never on a node that is not Ready.
+    let mut look = ours(&[FIELD_MANAGER], Some(20));
+    if let Some(n) = look.node.as_mut() {
+        n.observation.readiness = Readiness::Unknown;
+    }
+    assert_eq!(check(&undo, &p, &look, Some(both), 100), refused);
+}
+
+#[test]
+fn evictions_repair_only_what_the_outage_did() {
+    use Invariant::*;
+    let p = policy(|s| {
+        s.stale_readiness.action = StaleReadinessAction::Evict;
+        s.stale_readiness.node_ready_for = "60s".into();
+    });
+    let report = policy(|s| s.stale_readiness.action = StaleReadinessAction::Report);
+    let evict = |stale_seen: i64| {
+        Action::Evict(Evict {
+            namespace: "ns".into(),
+            name: "p".into(),
+            uid: "pod-uid".into(),
+            node: "n1".into(),
+            owner: None,
+            reason: String::new(),
+            threshold: t(160),
+            outage: Outage { from: t(50), to: t(100) },
+            stale_seen: t(stale_seen),
+        })
+    };
+    let look = |stale: bool, ready: Readiness| LastLook {
+        pod: Some(FreshPod { stale, ..pod("pod-uid", false) }),
+        node: Some(node(ready, &[])),
+        lease_renewed: None,
+        policy: enforcing(),
+    };
+    #[rustfmt::skip]
+    let table = [
+        ("turned during the outage", evict(60), &p, look(true, Readiness::Ready), 160, Ok(())),
+        ("before the outage (a readiness gate)", evict(10), &p, look(true, Readiness::Ready), 160, Err(RepairOnlyTheOutage)),
+        ("long after it", evict(200), &p, look(true, Readiness::Ready), 300, Err(RepairOnlyTheOutage)),
+        ("nodeReadyFor not passed", evict(60), &p, look(true, Readiness::Ready), 159, Err(RepairOnlyTheOutage)),
+        ("the fresh pod is not stale (a sidecar not ready)", evict(60), &p, look(false, Readiness::Ready), 160, Err(RepairOnlyTheOutage)),
+        ("the node is out again", evict(60), &p, look(true, Readiness::Unknown), 160, Err(LiveNode)),
+        ("the policy reports only", evict(60), &report, look(true, Readiness::Ready), 160, Err(RepairOnlyTheOutage)),
+    ];
+    for (case, action, p, look, now, want) in table {
+        assert_eq!(check(&action, p, &look, None, now), want, "{case}");
+    }
+}
+
+#[test]
+fn live_node_force_deletes_need_a_ready_node_and_fencing_or_the_opt_in() {
+    let live = |fencing| {
+        let Action::ForceDelete(fd) = force_delete(fencing, None) else { unreachable!() };
+        Action::ForceDelete(ForceDelete { live_node: true, ..fd })
+    };
+    let look = |ready| LastLook {
+        pod: Some(pod("pod-uid", true)),
+        node: Some(node(ready, &[])),
+        lease_renewed: None,
+        policy: enforcing(),
+    };
+    let p = policy(|s| s.live_node_stuck.force_delete_after = Some("5m".into()));
+    let opted = policy(|s| {
+        s.live_node_stuck.force_delete_after = Some("5m".into());
+        s.live_node_stuck.force_delete_unfenced = true;
+    });
+    let sts = Some(FencingRequirement::StatefulSet);
+    assert_eq!(check(&live(None), &p, &look(Readiness::Ready), None, 0), Ok(()));
+    assert_eq!(
+        check(&live(None), &p, &look(Readiness::Unknown), None, 0),
+        Err(Invariant::LiveNode)
+    );
+    assert_eq!(check(&live(sts), &p, &look(Readiness::Ready), None, 0), Err(Invariant::Fencing));
+    assert_eq!(check(&live(sts), &opted, &look(Readiness::Ready), None, 0), Ok(()));
+}
+
+#[test]
+fn same_second_needs_both() {
+    let a = Some(t(10));
+    assert!(same_second(a, Some(t(10))));
+    assert!(same_second(Some(t(10) + SignedDuration::from_millis(900)), a));
+    assert!(!same_second(a, Some(t(11))));
+    assert!(!same_second(None, None));
+    assert!(!same_second(a, None));
+}
