@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use jiff::Timestamp;
 
 use crate::core::{
-    Backoff, FencingNotice, NodeSummary, OwnerKey, PastAction, Plan, PodNotice, PodNow,
-    RATE_WINDOW, Suspension, resolve_pending,
+    Backoff, CircuitMemory, FencingNotice, NodeSummary, OwnerKey, PastAction, Plan, PodNotice,
+    PodNow, RATE_WINDOW, Suspension, resolve_pending,
 };
 use crate::crd::{ActionResult, Mode, RecentAction, RemediationPolicyStatus};
 use crate::writer::Outcome;
@@ -42,6 +42,9 @@ pub struct PolicyMemory {
     pending_resolved: bool,
     /// Records of actions taken whose status write failed: carried into the next one.
     unwritten: Vec<RecentAction>,
+    /// The circuit as the last plan left it, whether or not its status write succeeded: a
+    /// latch or a cool-down is not forgotten because a status write failed.
+    circuit: Option<CircuitMemory>,
 }
 
 /// How soon a policy decides again after one of its actions was skipped: an eviction a
@@ -131,6 +134,16 @@ impl PolicyMemory {
             return Vec::new();
         }
         resolve_pending(status, pod_now)
+    }
+
+    /// The circuit to plan from: the last plan's, else the one the status remembers.
+    pub fn circuit(&self, from_status: Option<CircuitMemory>) -> Option<CircuitMemory> {
+        self.circuit.clone().or(from_status)
+    }
+
+    /// Remembers the circuit a plan left.
+    pub fn circuit_after(&mut self, circuit: CircuitMemory) {
+        self.circuit = Some(circuit);
     }
 
     /// Keeps records the status write just failed to carry, for the next write.

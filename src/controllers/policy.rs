@@ -22,8 +22,9 @@ use crate::adapters::rearm_token;
 use crate::core::stuck::StuckCause;
 use crate::core::{
     Acting, CONDITION_INVALID, Evaluation, InvalidPolicy, MaxUnhealthy, NodeState, Observed, Plan,
-    PodNow, StormInput, blocked_rollouts_in_scope, circuit_memory, desired_status, hold_counts,
-    needs_fencing, plan, stale_ready, stuck_on_live_nodes, transition_notices, validate,
+    PodNow, StormInput, blocked_rollouts_in_scope, circuit_memory, desired_status,
+    held_by_finalizers, hold_counts, needs_fencing, plan, stale_ready, stuck_on_live_nodes,
+    transition_notices, validate,
 };
 use crate::crd::{ActionKind, ActionResult, Mode, RemediationPolicy, RemediationPolicyStatus};
 use crate::metrics::{CauseLabels, ErrorLabels, Label, Metrics, PolicyLabels, StuckLabels};
@@ -201,21 +202,25 @@ async fn evaluate(policy: &RemediationPolicy, ctx: &Context) -> Result<Action> {
             policy: name.clone(),
             live_policies: ctx.live_policies.lock().unwrap_or_else(|e| e.into_inner()).clone(),
         };
+        let from_status = circuit_memory(previous.as_ref());
         observed.storm = StormInput {
             cluster_limit: Some(ctx.cluster_limit),
-            previous: circuit_memory(previous.as_ref()),
+            previous: ctx.remember(&name, |m| m.circuit(from_status)),
             rearm_token: rearm_token(policy),
         };
         observed
     };
     let plan = plan(&observed, &validated, now);
+    ctx.remember(&name, |m| m.circuit_after(plan.storm.memory.clone()));
     ctx.remember(&name, |m| log_evidence(&name, m.evidence_news(&plan)));
     let fencing = needs_fencing(&plan);
     ctx.metrics
         .pods_needing_fencing
         .get_or_create(&PolicyLabels { policy: name.clone() })
         .set(i64::try_from(fencing.len()).unwrap_or(i64::MAX));
-    let fencing_notices = ctx.remember(&name, |m| m.new_fencing_notices(fencing));
+    let mut held = fencing;
+    held.extend(held_by_finalizers(&plan));
+    let fencing_notices = ctx.remember(&name, |m| m.new_fencing_notices(held));
     for cause in StuckCause::CODES {
         let count = plan.stuck.iter().filter(|s| s.cause.code() == cause).count();
         ctx.metrics
@@ -240,7 +245,12 @@ async fn evaluate(policy: &RemediationPolicy, ctx: &Context) -> Result<Action> {
         Some(p) if p.deletion_timestamp.is_some() => PodNow::Terminating,
         Some(_) => PodNow::Present,
     };
-    let resolved = ctx.remember(&name, |m| m.resolve_pending_once(previous.as_ref(), pod_now));
+    // Only once the pod cache has listed: an empty cache would read as "every pod gone".
+    let resolved = if plan.synced {
+        ctx.remember(&name, |m| m.resolve_pending_once(previous.as_ref(), pod_now))
+    } else {
+        Vec::new()
+    };
     let earlier: Vec<_> = carried.iter().chain(&resolved).cloned().collect();
     let generation = policy.metadata.generation;
     let evaluation = Evaluation::Planned { policy: &validated, plan: &plan };

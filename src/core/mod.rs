@@ -50,7 +50,9 @@ pub use node::{
     DeathEvidence, FencingEvidence, NodeHealth, NodeState, NodeSummary, assess_node,
     fencing_evidence, summarize_node,
 };
-pub use notices::{FencingNotice, PodNotice, needs_fencing, stale_ready, stuck_on_live_nodes};
+pub use notices::{
+    FencingNotice, PodNotice, held_by_finalizers, needs_fencing, stale_ready, stuck_on_live_nodes,
+};
 pub use observed::{
     Acting, Backoff, CircuitMemory, NodeControl, NodeObservation, NodeRecord, NodeView, Observed,
     Outage, OwnerKey, OwnerRef, PastAction, PodView, Readiness, StormInput,

@@ -19,6 +19,8 @@ pub struct FencingNotice {
     pub owner: Option<OwnerKey>,
     /// What is missing and the command that provides it.
     pub note: String,
+    /// The Events' reasons: on the pod, and on its owner.
+    pub reasons: (&'static str, &'static str),
 }
 
 /// Every pod of `plan` held only for want of fencing evidence.
@@ -46,6 +48,43 @@ pub fn needs_fencing(plan: &Plan) -> Vec<FencingNotice> {
                 because.as_str(),
                 d.node
             ),
+            reasons: ("NeedsFencing", "PodNeedsFencing"),
+        })
+        .collect()
+}
+
+/// Every pod of `plan` held on a dead node by a finalizer that is not allowlisted: a force
+/// delete would not remove it, and nothing of ours will, so it is said once, on the pod and
+/// its owner, with what would release it.
+pub fn held_by_finalizers(plan: &Plan) -> Vec<FencingNotice> {
+    let dead = |node: &str| {
+        plan.nodes.iter().any(|n| n.name == node && n.state == super::node::NodeState::Dead)
+    };
+    plan.decisions
+        .iter()
+        .filter_map(|d| match &d.verdict {
+            Verdict::NotEligible(NotEligible::HeldByFinalizers { names }) if dead(&d.node) => {
+                Some((d, names))
+            }
+            _ => None,
+        })
+        .map(|(d, names)| FencingNotice {
+            namespace: d.namespace.clone(),
+            pod: d.name.clone(),
+            uid: d.uid.clone(),
+            node: d.node.clone(),
+            owner: d.owner.clone(),
+            note: format!(
+                "pod {}/{} on dead node {} is held by finalizer(s) {}: a force delete would not \
+                 remove it. Whoever owns the finalizer must remove it, or, if it is safe to drop, \
+                 list it in the policy's finalizers.removable (then it is removed when the pod \
+                 would be released)",
+                d.namespace,
+                d.name,
+                d.node,
+                names.join(", ")
+            ),
+            reasons: ("HeldByFinalizer", "PodHeldByFinalizer"),
         })
         .collect()
 }

@@ -11,9 +11,10 @@
 
 use std::collections::BTreeMap;
 
-use jiff::Timestamp;
+use jiff::{SignedDuration, Timestamp};
 
 use super::action::Action;
+use super::duration::add;
 use super::evidence::Suspension;
 use super::guards::{Circuit, Guards};
 use super::node::{NodeState, NodeSummary, summarize_node};
@@ -39,6 +40,10 @@ pub struct PlanCounts {
     /// Pods released by this plan.
     pub eligible_pods: u32,
 }
+
+/// The most actions one plan hands to the writer: as many as the status holds records
+/// ([`crate::crd::MAX_RECENT_ACTIONS`]), so that each gets its Pending record before its request.
+pub const MAX_BATCH: usize = crate::crd::MAX_RECENT_ACTIONS;
 
 /// Everything decided at one instant.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -116,14 +121,20 @@ pub fn plan(observed: &Observed, policy: &ValidatedPolicy, now: Timestamp) -> Pl
     let (mut actions, waits) =
         spend_guards(candidates, &mut decisions, observed, policy, storm.refusal(), now);
     deadlines.extend(waits);
-    let released = actions.iter().filter(|a| matches!(a, Action::ForceDelete(_))).count();
     held_evictions(&mut stale, &actions);
-    counts.eligible_pods = u32::try_from(released).unwrap_or(u32::MAX);
     // Undoing our own changes needs no storm guard, only a policy that is not paused.
     if !policy.paused {
         actions.extend(node_findings.undo);
     }
+    // Every action is recorded Pending in the status before its request, and the status holds
+    // MAX_BATCH records: a larger batch is cut, and the rest comes at once in the next plan.
+    if actions.len() > MAX_BATCH {
+        actions.truncate(MAX_BATCH);
+        deadlines.push(add(now, SignedDuration::from_millis(1)));
+    }
 
+    let released = actions.iter().filter(|a| matches!(a, Action::ForceDelete(_))).count();
+    counts.eligible_pods = u32::try_from(released).unwrap_or(u32::MAX);
     decisions.sort_by(|a, b| (&a.namespace, &a.name, &a.uid).cmp(&(&b.namespace, &b.name, &b.uid)));
     Plan {
         synced: synced_at.is_some(),

@@ -167,8 +167,11 @@ pub fn advance(
             rearm_token: rearm_token.map(str::to_string),
         },
         CircuitState::Open => after_storm(),
+        // Only a new value of the re-arm annotation re-arms: removing it is no re-arm (an
+        // absence compares equal to nothing an admin said).
         CircuitState::Latched
-            if !settings.latch || before.rearm_token.as_deref() != rearm_token =>
+            if !settings.latch
+                || rearm_token.is_some_and(|t| before.rearm_token.as_deref() != Some(t)) =>
         {
             rearmed = true;
             after_storm()
@@ -280,7 +283,7 @@ mod tests {
             ("latched, no annotation yet", 0, 0, Some(memory(Latched, 5, None, None)), LATCH, None, 500, memory(Latched, 5, None, None), false, "Latched"),
             ("re-armed with a new value", 0, 0, Some(memory(Latched, 5, None, Some("a"))), LATCH, Some("b"), 500, memory(Closed, 500, None, None), true, "WithinLimit"),
             ("re-armed by a first annotation", 0, 0, Some(memory(Latched, 5, None, None)), LATCH, Some("x"), 500, memory(Closed, 500, None, None), true, "WithinLimit"),
-            ("re-armed by removing the annotation", 0, 0, Some(memory(Latched, 5, None, Some("a"))), LATCH, None, 500, memory(Closed, 500, None, None), true, "WithinLimit"),
+            ("removing the annotation is no re-arm", 0, 0, Some(memory(Latched, 5, None, Some("a"))), LATCH, None, 500, memory(Latched, 5, None, Some("a")), false, "Latched"),
             ("re-armed, then cool-down", 0, 0, Some(memory(Latched, 5, None, Some("a"))), BOTH, Some("b"), 500, memory(CoolingDown, 500, Some(560), None), true, "CoolingDown"),
             ("latch turned off releases", 0, 0, Some(memory(Latched, 5, None, Some("a"))), PLAIN, Some("a"), 500, memory(Closed, 500, None, None), true, "WithinLimit"),
             ("re-arm during the storm does nothing", 3, 3, Some(memory(Open, 1, None, None)), LATCH, Some("b"), 5, memory(Open, 1, None, None), false, "TooManyUnhealthyNodes"),

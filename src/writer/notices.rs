@@ -15,11 +15,13 @@ async fn latest_kubelet_warning(client: &kube::Client, notice: &PodNotice) -> Op
 }
 
 impl Writer {
-    /// A pod held for want of fencing: an Event on it and on its owner, saying what is missing.
+    /// A pod held for want of fencing, or by a finalizer nobody removes: an Event on it and on
+    /// its owner, saying what is missing.
     pub(super) async fn fencing_events(&self, policy: &str, notice: &FencingNotice) {
         let note = format!("policy {policy}: {}", notice.note);
         let pod = pod_reference(&notice.namespace, &notice.pod, &notice.uid);
-        self.event(&pod, EventType::Warning, "NeedsFencing", "Report", note.clone()).await;
+        let (on_pod, on_owner) = notice.reasons;
+        self.event(&pod, EventType::Warning, on_pod, "Report", note.clone()).await;
         let Some(owner) = &notice.owner else { return };
         let api_version = match owner.kind.as_str() {
             "Job" => "batch/v1",
@@ -32,7 +34,7 @@ impl Writer {
             name: Some(owner.name.clone()),
             ..ObjectReference::default()
         };
-        self.event(&workload, EventType::Warning, "PodNeedsFencing", "Report", note).await;
+        self.event(&workload, EventType::Warning, on_owner, "Report", note).await;
     }
 
     /// A pod stuck on a live node or left Ready=False: a Warning Event on it naming the cause,

@@ -22,6 +22,8 @@ mod operator_errors;
 mod policy_validation;
 mod refused;
 mod rollouts;
+mod safety_nodes;
+mod safety_pods;
 mod stale_readiness;
 mod storm;
 mod stuck_terminating;
@@ -50,6 +52,8 @@ fn main() {
         operator_errors::trials(),
         explain::trials(),
         rollouts::trials(),
+        safety_nodes::trials(),
+        safety_pods::trials(),
         stale_readiness::trials(),
         chart::trials(),
         image::trials(),

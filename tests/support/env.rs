@@ -599,3 +599,47 @@ where
     }
     Ok(())
 }
+
+impl TestEnv {
+    /// Creates a kwok-managed node `<test>-<suffix>` with this test's label, the kwok alive
+    /// label and `labels` (and no zone label unless `labels` has one), and waits until kwok has
+    /// made it Ready. Returns its name. For nodes a test labels its own way, e.g. with only the
+    /// deprecated zone label `failure-domain.beta.kubernetes.io/zone`.
+    pub async fn add_node_with_labels(
+        &self,
+        suffix: &str,
+        labels: &[(&str, &str)],
+    ) -> Result<String> {
+        let name = format!("{}-{suffix}", self.name);
+        let mut all = serde_json::Map::new();
+        for (key, value) in [
+            (ALIVE_LABEL, "true"),
+            (HOSTNAME_LABEL, name.as_str()),
+            (TEST_LABEL, self.name.as_str()),
+            ("kubernetes.io/os", "linux"),
+            ("type", "kwok"),
+        ]
+        .into_iter()
+        .chain(labels.iter().copied())
+        {
+            all.insert(key.to_string(), json!(value));
+        }
+        let node: Node = serde_json::from_value(json!({
+            "metadata": {
+                "name": name,
+                "labels": all,
+                "annotations": { "kwok.x-k8s.io/node": "fake" },
+            },
+            "status": {
+                "capacity": { "cpu": "32", "memory": "256Gi", "pods": "110" },
+                "allocatable": { "cpu": "32", "memory": "256Gi", "pods": "110" },
+            },
+        }))?;
+        self.nodes()
+            .create(&PostParams::default(), &node)
+            .await
+            .with_context(|| format!("creating node {name}"))?;
+        self.wait_node_ready(&name, "True").await?;
+        Ok(name)
+    }
+}

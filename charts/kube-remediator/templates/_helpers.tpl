@@ -66,3 +66,8 @@ kube-node-lease
 {{- define "kube-remediator.leaderLease" -}}
 kube-remediator
 {{- end }}
+
+{{/* The name of the admission guard's ValidatingAdmissionPolicy and of its binding. */}}
+{{- define "kube-remediator.admissionGuardName" -}}
+{{- printf "%s-admission-guard" (include "kube-remediator.fullname" .) }}
+{{- end }}

@@ -273,7 +273,11 @@ async fn wait_deployment_available(
 
 /// The admin kubeconfig with `as: <user>`: every request is made as `user` (kube-rs sends the
 /// Impersonate-User header for it).
-fn write_impersonating_kubeconfig(cluster: &Cluster, user: &str, path: &Path) -> Result<()> {
+pub(super) fn write_impersonating_kubeconfig(
+    cluster: &Cluster,
+    user: &str,
+    path: &Path,
+) -> Result<()> {
     let mut kubeconfig = Kubeconfig::read_from(&cluster.kubeconfig)?;
     for named in &mut kubeconfig.auth_infos {
         if let Some(auth) = named.auth_info.as_mut() {
@@ -284,7 +288,7 @@ fn write_impersonating_kubeconfig(cluster: &Cluster, user: &str, path: &Path) ->
     Ok(())
 }
 
-async fn client_for(kubeconfig: &Path) -> Result<kube::Client> {
+pub(super) async fn client_for(kubeconfig: &Path) -> Result<kube::Client> {
     let kubeconfig = Kubeconfig::read_from(kubeconfig)?;
     let config =
         kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;

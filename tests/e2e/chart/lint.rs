@@ -14,7 +14,7 @@ use crate::support::cluster::repo_root;
 /// Every optional feature on, every value changed.
 const ALL_FEATURES: &str = "charts/kube-remediator/ci/all-features-values.yaml";
 /// Kinds rendered with the default values.
-const DEFAULT_KINDS: [&str; 9] = [
+const DEFAULT_KINDS: [&str; 11] = [
     "ClusterRole",
     "ClusterRoleBinding",
     "Deployment",
@@ -24,11 +24,19 @@ const DEFAULT_KINDS: [&str; 9] = [
     "RoleBinding",
     "Service",
     "ServiceAccount",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
 ];
 /// Kinds only the optional features add.
 const OPTIONAL_KINDS: [&str; 3] = ["ConfigMap", "PrometheusRule", "ServiceMonitor"];
 /// Cluster-scoped kinds among them (no metadata.namespace).
-const CLUSTER_KINDS: [&str; 3] = ["ClusterRole", "ClusterRoleBinding", "RemediationPolicy"];
+const CLUSTER_KINDS: [&str; 5] = [
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "RemediationPolicy",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
+];
 
 pub(super) fn lint_and_template_are_clean() -> Result<()> {
     let helm = Helm::new()?;
@@ -50,6 +58,7 @@ pub(super) fn lint_and_template_are_clean() -> Result<()> {
         check_objects(&docs, !extra.is_empty()).with_context(|| format!("with {what}"))?;
         check_deployment(&docs).with_context(|| format!("with {what}"))?;
         check_monitoring(&docs).with_context(|| format!("with {what}"))?;
+        check_admission_guard(&docs).with_context(|| format!("with {what}"))?;
     }
 
     // The defaults themselves.
@@ -93,6 +102,42 @@ pub(super) fn lint_and_template_are_clean() -> Result<()> {
         "Lease arguments without leader election: {args:?}"
     );
     ensure!(of_kind(&docs, "Role").len() == 1, "the leader-election Role without leader election");
+
+    // admissionGuard.enabled=false: no admission policy, no binding.
+    let docs = documents(&helm.template(
+        DEFAULT_RELEASE,
+        DEFAULT_RELEASE,
+        &["--set", "admissionGuard.enabled=false"],
+    )?)?;
+    for kind in ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"] {
+        ensure!(of_kind(&docs, kind).is_empty(), "a {kind} with admissionGuard.enabled=false");
+    }
+    Ok(())
+}
+
+/// The admission guard matches the operator's own ServiceAccount (the one the Deployment runs
+/// as, in the release namespace), refuses (Deny, failurePolicy Fail), and its binding names it.
+/// What it refuses is shown on an API server by chart-admission-guard.
+fn check_admission_guard(docs: &[Value]) -> Result<()> {
+    let policy = one(docs, "ValidatingAdmissionPolicy")?;
+    let binding = one(docs, "ValidatingAdmissionPolicyBinding")?;
+    let name = str_at(policy, "/metadata/name");
+    ensure!(str_at(binding, "/spec/policyName") == name, "the binding names another policy");
+    ensure!(binding["spec"]["validationActions"] == json!(["Deny"]), "{}", binding["spec"]);
+    ensure!(policy["spec"]["failurePolicy"] == "Fail", "{}", policy["spec"]["failurePolicy"]);
+    let deploy = one(docs, "Deployment")?;
+    let user = format!(
+        "system:serviceaccount:{}:{}",
+        str_at(deploy, "/metadata/namespace"),
+        str_at(deploy, "/spec/template/spec/serviceAccountName")
+    );
+    let conditions = policy["spec"]["matchConditions"].as_array().cloned().unwrap_or_default();
+    ensure!(
+        conditions.len() == 1
+            && str_at(&conditions[0], "/expression")
+                == format!("request.userInfo.username == '{user}'"),
+        "the guard does not match exactly {user}: {conditions:?}"
+    );
     Ok(())
 }
 

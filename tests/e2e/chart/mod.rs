@@ -19,15 +19,22 @@
 //!   operator, run out of cluster as the chart's ServiceAccount (impersonated), starts and
 //!   serves its policy, and is refused Secrets and node deletion. `tools/test` runs it once more
 //!   with the binary from the image and the image's digest set.
+//! - `chart-admission-guard`: the chart's admission guard (a ValidatingAdmissionPolicy) refuses
+//!   requests forged with the operator's identity (DELETE of a running pod or of a Ready node,
+//!   node and pod patches beyond what remediation writes), naming itself, and lets the
+//!   operator's real remediations through (force delete, cordon, out-of-service taint, Node
+//!   deletion, finalizer removal).
 //!
-//! Only `chart-install` needs the control plane; the others only run `helm`.
+//! Only `chart-install` and `chart-admission-guard` need the control plane; the others only run
+//! `helm`.
 //!
 //! One file per trial: `lint.rs`, `values_schema.rs`, `values_docs.rs`, `alerts.rs`,
 //! `package.rs`, `plain_manifests.rs`, `rbac.rs` (with
 //! [`NEEDED`](rbac::NEEDED), the table of what the code needs, which `chart-install` checks
-//! too), `dockerfile.rs` and `install.rs`. This file holds the pinned `helm` runner and the
+//! too), `dockerfile.rs`, `install.rs` and `admission_guard.rs`. This file holds the pinned `helm` runner and the
 //! YAML helpers they share.
 
+mod admission_guard;
 mod alerts;
 mod dockerfile;
 mod install;
@@ -49,6 +56,7 @@ use serde_json::Value;
 use crate::e2e;
 use crate::support::cluster::{TestBin, repo_root};
 
+use admission_guard::the_guard_refuses_forged_writes_and_passes_remediations;
 use alerts::alerts_pass_promtool;
 use dockerfile::dockerfile_builds_what_the_chart_runs;
 use install::installed_chart_grants_enough_and_no_more;
@@ -70,6 +78,7 @@ pub fn trials() -> Vec<Trial> {
         offline("chart-rbac", rbac_is_exactly_what_the_code_needs),
         offline("chart-dockerfile", dockerfile_builds_what_the_chart_runs),
         e2e!("chart-install", installed_chart_grants_enough_and_no_more),
+        e2e!("chart-admission-guard", the_guard_refuses_forged_writes_and_passes_remediations),
     ]
 }
 

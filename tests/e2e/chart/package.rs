@@ -39,6 +39,7 @@ pub(super) fn package_is_what_users_install() -> Result<()> {
         "crds/remediationpolicies.remediator.io.yaml",
         "templates/deployment.yaml",
         "templates/clusterrole.yaml",
+        "templates/admission-guard.yaml",
         "files/dashboard.json",
     ] {
         ensure!(files.contains(&needed), "the package lacks {needed}: {files:?}");

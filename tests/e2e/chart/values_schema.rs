@@ -8,7 +8,7 @@ use super::{CHART, DEFAULT_RELEASE, Helm};
 pub(super) fn values_schema_refuses_bad_values() -> Result<()> {
     let helm = Helm::new()?;
     // (arguments, the field the error must name)
-    let refused: [(&[&str], &str); 11] = [
+    let refused: [(&[&str], &str); 12] = [
         (&["--set", "replicaCount=-1"], "/replicaCount"),
         (&["--set", "replicaCount=two"], "/replicaCount"),
         (&["--set", "image.tag="], "/image/tag"),
@@ -17,6 +17,7 @@ pub(super) fn values_schema_refuses_bad_values() -> Result<()> {
         (&["--set", "defaultPolicy.spec.mode=Audit"], "/defaultPolicy/spec/mode"),
         (&["--set", "defaultPolicy.name=Not_A_Name"], "/defaultPolicy/name"),
         (&["--set-string", "leaderElection.enabled=true"], "/leaderElection/enabled"),
+        (&["--set-string", "admissionGuard.enabled=false"], "/admissionGuard/enabled"),
         (&["--set", "log.format=xml"], "/log/format"),
         (&["--set", "serviceMonitor.interval=30"], "/serviceMonitor/interval"),
         // A typo is an error, not a silently ignored value.
