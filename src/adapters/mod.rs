@@ -492,4 +492,65 @@ mod tests {
             assert_eq!(record.claims, claims, "{volume}");
         }
     }
+
+    /// A running pod with Ready=False (reason `reason`), its container `app` ready, and what
+    /// `extra` adds to its spec and status.
+    fn pod(reason: Option<&str>, extra: impl FnOnce(&mut serde_json::Value)) -> WatchedPod {
+        let mut json = serde_json::json!({
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u"},
+            "spec": {"nodeName": "n1"},
+            "status": {
+                "phase": "Running",
+                "conditions": [{"type": "Ready", "status": "False", "reason": reason,
+                                "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+                "containerStatuses": [{"name": "app", "ready": true,
+                                       "state": {"running": {}}}],
+            },
+        });
+        extra(&mut json);
+        serde_json::from_value(json).expect("pod")
+    }
+
+    #[test]
+    fn stale_only_when_everything_the_kubelet_asks_is_satisfied() {
+        use serde_json::json;
+        type Extra = fn(&mut serde_json::Value);
+        let none: Extra = |_| {};
+        let gate: Extra = |p| p["spec"]["readinessGates"] = json!([{"conditionType": "lb/ok"}]);
+        let gate_met: Extra = |p| {
+            p["spec"]["readinessGates"] = json!([{"conditionType": "lb/ok"}]);
+            p["status"]["conditions"]
+                .as_array_mut()
+                .expect("conditions")
+                .push(json!({"type": "lb/ok", "status": "True"}));
+        };
+        let sidecar = |ready: bool| {
+            move |p: &mut serde_json::Value| {
+                p["spec"]["initContainers"] = json!([{"name": "proxy", "restartPolicy": "Always"}]);
+                p["status"]["initContainerStatuses"] =
+                    json!([{"name": "proxy", "ready": ready, "state": {"running": {}}}]);
+            }
+        };
+        let init = |exit: i32| {
+            move |p: &mut serde_json::Value| {
+                p["spec"]["initContainers"] = json!([{"name": "setup"}]);
+                p["status"]["initContainerStatuses"] = json!([{"name": "setup", "ready": false,
+                    "state": {"terminated": {"exitCode": exit}}}]);
+            }
+        };
+        let table: Vec<(&str, WatchedPod, bool)> = vec![
+            ("marked by the node lifecycle controller", pod(None, none), true),
+            ("the kubelet says containers not ready", pod(Some("ContainersNotReady"), none), false),
+            ("a readiness gate not met", pod(None, gate), false),
+            ("the gate reason", pod(Some("ReadinessGatesNotReady"), gate_met), false),
+            ("a readiness gate met", pod(None, gate_met), true),
+            ("a native sidecar ready", pod(None, sidecar(true)), true),
+            ("a native sidecar failing its probe", pod(None, sidecar(false)), false),
+            ("an init container done", pod(None, init(0)), true),
+            ("an init container failed", pod(None, init(1)), false),
+        ];
+        for (case, pod, want) in table {
+            assert_eq!(stale_ready_since(&pod).is_some(), want, "{case}");
+        }
+    }
 }

@@ -423,4 +423,46 @@ mod tests {
         memory.record(&[], std::iter::empty());
         assert!(memory.backoff().is_empty());
     }
+
+    #[test]
+    fn a_refused_or_skipped_action_waits_its_backoff_too() {
+        // A PodDisruptionBudget refuses the eviction every time: each refusal is a skip, and
+        // the action waits 10 s, 20 s, 40 s, ... whatever else brings a reconcile.
+        let skipped = |t: i64| Outcome {
+            handled: false,
+            acted_key: "pod-uid".into(),
+            record: RecentAction {
+                action: ActionKind::Evict,
+                ..record("pod-uid", Mode::Enforce, ActionResult::Skipped, t)
+            },
+        };
+        let mut memory = PolicyMemory::default();
+        let waits: Vec<i64> = [0, 10, 30]
+            .into_iter()
+            .map(|t| {
+                memory.record(&[skipped(t)], ["pod-uid"].into_iter());
+                memory.backoff()["pod-uid"].until.duration_since(at(t)).as_secs()
+            })
+            .collect();
+        assert_eq!(waits, [10, 20, 40]);
+    }
+
+    #[test]
+    fn the_circuit_outlives_a_failed_status_write() {
+        use crate::crd::CircuitState;
+        let mut memory = PolicyMemory::default();
+        let closed = CircuitMemory::closed(at(0));
+        // Nothing remembered yet: the status decides.
+        assert_eq!(memory.circuit(Some(closed.clone())), Some(closed.clone()));
+        // The plan latched the circuit; its status write failed, so the status still says
+        // Closed: the latch is what the next plan starts from.
+        let latched = CircuitMemory {
+            state: CircuitState::Latched,
+            since: at(5),
+            until: None,
+            rearm_token: None,
+        };
+        memory.circuit_after(latched.clone());
+        assert_eq!(memory.circuit(Some(closed)), Some(latched));
+    }
 }

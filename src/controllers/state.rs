@@ -676,4 +676,84 @@ mod tests {
         assert_eq!(s.apply_claim(&claim("ReadWriteOnce")), Change::Relevant);
         assert_eq!(s.apply_claim(&claim("ReadWriteMany")), Change::Relevant);
     }
+
+    fn node_with_uid(name: &str, uid: &str, ready: &str) -> Node {
+        let mut n = node(name, ready);
+        n.metadata.uid = Some(uid.into());
+        n
+    }
+
+    fn terminating_pod_on(node: &str) -> WatchedPod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "namespace": "ns", "uid": "p1",
+                         "deletionTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"nodeName": node},
+        }))
+        .expect("pod")
+    }
+
+    fn view<'a>(observed: &'a Observed, name: &str) -> Option<&'a NodeView> {
+        observed.nodes.iter().find(|n| n.observation.name == name)
+    }
+
+    #[test]
+    fn a_deleted_lease_leaves_no_renewal_to_judge_by() {
+        let mut s = synced(0, &[("n1", "False")]);
+        s.apply_lease("n1", Some(at(1)), at(1));
+        assert_eq!(seen(&s, "n1").0, Some(at(1)));
+        s.delete_lease("n1");
+        assert_eq!(seen(&s, "n1").0, None, "no Lease: nothing seen, not 'since the window'");
+        s.apply_lease("n1", Some(at(20)), at(20));
+        assert_eq!(seen(&s, "n1").0, Some(at(20)));
+    }
+
+    #[test]
+    fn tombstones_only_for_nodes_seen_deleted_and_ours_marked() {
+        let mut s = synced(0, &[]);
+        s.apply_node(&node_with_uid("n1", "u1", "Unknown"), at(1));
+        s.apply_node(&node_with_uid("n2", "u2", "Unknown"), at(1));
+        s.apply_pod(&terminating_pod_on("n1"), at(1));
+        s.delete_node("n1", at(5));
+        let observed = s.observe(at(6), Vec::new(), BTreeSet::new());
+        let gone = view(&observed, "n1").expect("a tombstone while a pod is on it");
+        assert!(gone.deleted && gone.control.deleted_by_us.is_none());
+        // A Node we deleted ourselves: marked ours, and kept for the storm guard without pods.
+        s.node_deleted_by_us("u2", at(7));
+        s.delete_node("n2", at(7));
+        s.refresh_evidence(at(8));
+        let observed = s.observe(at(8), Vec::new(), BTreeSet::new());
+        assert_eq!(view(&observed, "n2").and_then(|n| n.control.deleted_by_us), Some(at(7)));
+        // Re-created under the same name: a new node, not the deleted one.
+        s.apply_node(&node_with_uid("n1", "u3", "True"), at(9));
+        let observed = s.observe(at(9), Vec::new(), BTreeSet::new());
+        assert!(view(&observed, "n1").is_some_and(|n| !n.deleted));
+        // Ours age out of the storm guard.
+        s.refresh_evidence(at(8 + 601));
+        let observed = s.observe(at(8 + 601), Vec::new(), BTreeSet::new());
+        assert!(view(&observed, "n2").is_none());
+    }
+
+    #[test]
+    fn an_outage_is_ours_only_when_we_watched_it_start_and_end() {
+        let mut s = synced(0, &[("n1", "True")]);
+        s.apply_node(&node("n1", "Unknown"), at(10));
+        s.apply_node(&node("n1", "True"), at(40));
+        let observed = s.observe(at(41), Vec::new(), BTreeSet::new());
+        let outage = view(&observed, "n1").and_then(|n| n.control.last_outage);
+        assert_eq!(outage, Some(crate::core::Outage { from: at(10), to: at(40) }));
+        // A node first seen not Ready: its outage's start was not watched.
+        let mut fresh = synced(0, &[("n2", "Unknown")]);
+        fresh.apply_node(&node("n2", "True"), at(40));
+        let observed = fresh.observe(at(41), Vec::new(), BTreeSet::new());
+        assert_eq!(view(&observed, "n2").and_then(|n| n.control.last_outage), None);
+    }
+
+    #[test]
+    fn when_a_pod_was_first_seen_terminating_is_kept() {
+        let mut s = synced(0, &[]);
+        s.apply_pod(&terminating_pod_on("n1"), at(3));
+        s.apply_pod(&terminating_pod_on("n1"), at(9));
+        let observed = s.observe(at(10), Vec::new(), BTreeSet::new());
+        assert_eq!(observed.pods[0].terminating_seen, Some(at(3)));
+    }
 }

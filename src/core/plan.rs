@@ -1447,4 +1447,28 @@ mod tests {
             }
         }
     }
+
+    #[test]
+    fn a_batch_is_cut_to_what_the_status_records_and_the_rest_comes_at_once() {
+        let p = policy(|s| {
+            s.safety.rate_limit.actions_per_minute = 100;
+            s.safety.max_pods_per_owner_per_minute = 100;
+        });
+        let obs = observed(vec![node("n-dead", "dead")], many_pods(30, false));
+        let plan = plan(&obs, &p, now());
+        assert_eq!(plan.actions.len(), MAX_BATCH);
+        assert_eq!(plan.counts.eligible_pods, MAX_BATCH as u32);
+        assert_eq!(plan.next_deadline, Some(add(now(), SignedDuration::from_millis(1))));
+    }
+
+    #[test]
+    fn nodes_we_deleted_keep_counting_in_the_cluster_storm_guard() {
+        let mut ours = NodeView::deleted_unknown("gone-ours");
+        ours.control.deleted_by_us = Some(t(9, 0));
+        let theirs = NodeView::deleted_unknown("gone-theirs");
+        let mut obs = observed(vec![node("n-ready", "ready"), ours, theirs], vec![]);
+        obs.storm.cluster_limit = Some(MaxUnhealthy::Count(5));
+        let plan = plan(&obs, &policy(|_| {}), now());
+        assert_eq!((plan.storm.cluster.unhealthy, plan.storm.cluster.in_scope), (1, 2));
+    }
 }
