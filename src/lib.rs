@@ -6,6 +6,7 @@
 //! - [`adapters`]: turn Kubernetes objects into the core's views.
 //! - [`controllers`]: watch the cluster, keep the compact state, run the policy controller.
 //! - [`writer`]: the only module that writes to the API server; DryRun records instead.
+//! - [`safety`]: the safety kernel every pod and node write passes right before it is sent.
 //! - [`leader`]: leader election on a Lease; only the leader acts.
 //! - [`clock`]: the operator's own clock, by which all evidence is timed.
 //! - [`cli`]: command-line entry points.

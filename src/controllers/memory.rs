@@ -146,6 +146,23 @@ impl PolicyMemory {
         self.circuit = Some(circuit);
     }
 
+    /// The pods of the status's Pending records (namespace, name, UID) while they are still to
+    /// be resolved this run; empty afterwards.
+    pub fn pending_pods(
+        &self,
+        status: Option<&RemediationPolicyStatus>,
+    ) -> Vec<(String, String, String)> {
+        if self.pending_resolved {
+            return Vec::new();
+        }
+        status
+            .into_iter()
+            .flat_map(|s| &s.recent_actions)
+            .filter(|r| r.result == ActionResult::Pending && !r.namespace.is_empty())
+            .map(|r| (r.namespace.clone(), r.name.clone(), r.uid.clone()))
+            .collect()
+    }
+
     /// Keeps records the status write just failed to carry, for the next write.
     pub fn unwritten(&mut self, records: impl IntoIterator<Item = RecentAction>) {
         self.unwritten.extend(records);

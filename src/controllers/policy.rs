@@ -240,13 +240,24 @@ async fn evaluate(policy: &RemediationPolicy, ctx: &Context) -> Result<Action> {
     // Records not yet in the status: those whose write failed, and (once per run) the Pending
     // ones a previous run left, resolved by what the cluster shows now.
     let carried = ctx.remember(&name, |m| m.take_unwritten());
-    let pod_now = |uid: &str| match observed.pods.iter().find(|p| p.uid == uid) {
-        None => PodNow::Gone,
-        Some(p) if p.deletion_timestamp.is_some() => PodNow::Terminating,
-        Some(_) => PodNow::Present,
-    };
-    // Only once the pod cache has listed: an empty cache would read as "every pod gone".
-    let resolved = if plan.synced {
+    // Resolved from a fresh read of each pod, never from the cache (which holds only some
+    // pods: an absence there is no evidence the pod is gone); a read that fails leaves them
+    // for the next reconcile.
+    let mut seen = HashMap::new();
+    let mut all_read = true;
+    for (namespace, pod, uid) in ctx.remember(&name, |m| m.pending_pods(previous.as_ref())) {
+        match ctx.writer.pod_now(&namespace, &pod, &uid).await {
+            Ok(now) => {
+                seen.insert(uid, now);
+            }
+            Err(e) => {
+                warn!(policy = %name, pod = %pod, error = %e, "cannot read a Pending record's pod");
+                all_read = false;
+            }
+        }
+    }
+    let resolved = if all_read {
+        let pod_now = |uid: &str| seen.get(uid).copied().unwrap_or(PodNow::Present);
         ctx.remember(&name, |m| m.resolve_pending_once(previous.as_ref(), pod_now))
     } else {
         Vec::new()

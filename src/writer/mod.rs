@@ -482,6 +482,29 @@ impl Writer {
         Ok(PodLook { pod, node, lease, policy })
     }
 
+    /// What a fresh read says of the pod a Pending record names: gone (absent, or another pod
+    /// under its name), Terminating, or there. `Err`: the read failed (resolve later).
+    pub async fn pod_now(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+    ) -> std::result::Result<crate::core::PodNow, String> {
+        use crate::core::PodNow;
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        let pod = pods.get_opt(name).await.map_err(|e| e.to_string())?;
+        Ok(match pod {
+            Some(p) if p.metadata.uid.as_deref() == Some(uid) => {
+                if p.metadata.deletion_timestamp.is_some() {
+                    PodNow::Terminating
+                } else {
+                    PodNow::Present
+                }
+            }
+            _ => PodNow::Gone,
+        })
+    }
+
     /// The last look's fresh reads of a node and its Lease, both at once.
     async fn read_node(&self, node: &str) -> std::result::Result<NodeEvidence, String> {
         let nodes: Api<Node> = Api::all(self.client.clone());
