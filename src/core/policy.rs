@@ -328,8 +328,15 @@ fn node_actions(spec: &RemediationPolicySpec, problems: &mut Vec<String>) -> Nod
         delete_node_after: parse("deleteNodeAfter", n.delete_node_after.as_ref()),
         undo_after: parse("undoAfter", Some(&n.undo_after)).unwrap_or(SignedDuration::ZERO),
     };
-    if actions.assume_off_after.is_some() && n.out_of_service_taint_after.is_none() {
-        problems.push("nodeActions.assumeOffAfter only matters with outOfServiceTaintAfter".into());
+    if actions.assume_off_after.is_some()
+        && n.out_of_service_taint_after.is_none()
+        && n.delete_node_after.is_none()
+    {
+        problems.push(
+            "nodeActions.assumeOffAfter only matters with outOfServiceTaintAfter or \
+             deleteNodeAfter"
+                .into(),
+        );
     }
     actions
 }

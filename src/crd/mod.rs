@@ -407,8 +407,8 @@ impl Default for StuckTerminatingSpec {
 #[serde(rename_all = "camelCase", default)]
 #[schemars(extend("x-kubernetes-validations" = [
     {
-        "rule": "!has(self.assumeOffAfter) || has(self.outOfServiceTaintAfter)",
-        "message": "assumeOffAfter only matters with outOfServiceTaintAfter"
+        "rule": "!has(self.assumeOffAfter) || has(self.outOfServiceTaintAfter) || has(self.deleteNodeAfter)",
+        "message": "assumeOffAfter only matters with outOfServiceTaintAfter or deleteNodeAfter"
     }
 ]))]
 pub struct NodeActionsSpec {
@@ -428,8 +428,8 @@ pub struct NodeActionsSpec {
     #[schemars(length(max = 32), pattern(DURATION_PATTERN))]
     pub out_of_service_taint_after: Option<String>,
 
-    /// RISK: treat a node dead this long as powered off, and add the out-of-service taint without
-    /// any other fencing evidence. A dead kubelet is not a dead machine: if the machine still runs
+    /// RISK: treat a node dead this long as powered off, and add the out-of-service taint (and
+    /// delete the Node, with deleteNodeAfter) without any other fencing evidence. A dead kubelet is not a dead machine: if the machine still runs
     /// its containers (a kubelet crash, a network partition), the node's StatefulSet and
     /// ReadWriteOnce pods get a second writer and data can be corrupted. Set it only where a node
     /// that stops heartbeating for this long is known to be off (e.g. a hardware watchdog or a
@@ -438,7 +438,12 @@ pub struct NodeActionsSpec {
     pub assume_off_after: Option<String>,
 
     /// Delete the Node object this long after it was judged dead (a machine that never comes
-    /// back). Never a control-plane node. Go duration. Unset (default): never.
+    /// back). Deleting a Node releases every pod bound to it (PodGC deletes them, StatefulSet
+    /// and ReadWriteOnce pods included), so it needs the same fencing as the out-of-service
+    /// taint: the cloud provider's shutdown taint or an out-of-service taint someone else
+    /// applied on the node, or assumeOffAfter passed. Without either the Node is never deleted
+    /// (the policy is accepted: the action simply waits for fencing evidence). Never a
+    /// control-plane node. Go duration. Unset (default): never.
     #[schemars(length(max = 32), pattern(DURATION_PATTERN))]
     pub delete_node_after: Option<String>,
 
@@ -644,7 +649,7 @@ mod tests {
             ),
             (
                 format!("{spec}/nodeActions"),
-                "!has(self.assumeOffAfter) || has(self.outOfServiceTaintAfter)",
+                "!has(self.assumeOffAfter) || has(self.outOfServiceTaintAfter) || has(self.deleteNodeAfter)",
             ),
             (
                 format!("{spec}/safety/properties/maxUnhealthyNodes"),
