@@ -42,6 +42,9 @@ pub struct PolicyMemory {
     pending_resolved: bool,
     /// Records of actions taken whose status write failed: carried into the next one.
     unwritten: Vec<RecentAction>,
+    /// The last record of each pod action that failed, by acted key: a request that timed out
+    /// may have happened, which a later read finds out.
+    failed_records: BTreeMap<String, RecentAction>,
     /// The circuit as the last plan left it, whether or not its status write succeeded: a
     /// latch or a cool-down is not forgotten because a status write failed.
     circuit: Option<CircuitMemory>,
@@ -106,6 +109,12 @@ impl PolicyMemory {
         // its own record's status write nor other watch events bring it back at once.
         for outcome in outcomes {
             let key = &outcome.acted_key;
+            if outcome.record.result == ActionResult::Failed && !outcome.record.namespace.is_empty()
+            {
+                self.failed_records.insert(key.clone(), outcome.record.clone());
+            } else {
+                self.failed_records.remove(key);
+            }
             if outcome.handled {
                 self.failures.remove(key);
             } else {
@@ -144,6 +153,23 @@ impl PolicyMemory {
     /// Remembers the circuit a plan left.
     pub fn circuit_after(&mut self, circuit: CircuitMemory) {
         self.circuit = Some(circuit);
+    }
+
+    /// The failed pod actions whose pod the cache no longer holds (`cached`: the UIDs it
+    /// holds): a fresh read says whether they happened after all.
+    pub fn failed_to_check(&self, cached: &BTreeSet<&str>) -> Vec<(String, RecentAction)> {
+        self.failed_records
+            .iter()
+            .filter(|(_, r)| !cached.contains(r.uid.as_str()))
+            .map(|(k, r)| (k.clone(), r.clone()))
+            .collect()
+    }
+
+    /// A failed action a fresh read settled (done after all, or moot): not checked again, and
+    /// no longer backing off.
+    pub fn failure_settled(&mut self, key: &str) {
+        self.failed_records.remove(key);
+        self.failures.remove(key);
     }
 
     /// The pods of the status's Pending records (namespace, name, UID) while they are still to

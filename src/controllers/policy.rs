@@ -23,8 +23,8 @@ use crate::core::stuck::StuckCause;
 use crate::core::{
     Acting, CONDITION_INVALID, Evaluation, InvalidPolicy, MaxUnhealthy, NodeState, Observed, Plan,
     PodNow, StormInput, blocked_rollouts_in_scope, circuit_memory, desired_status,
-    held_by_finalizers, hold_counts, needs_fencing, plan, stale_ready, stuck_on_live_nodes,
-    transition_notices, validate,
+    held_by_finalizers, hold_counts, needs_fencing, plan, resolve_failed, stale_ready,
+    stuck_on_live_nodes, transition_notices, validate,
 };
 use crate::crd::{ActionKind, ActionResult, Mode, RemediationPolicy, RemediationPolicyStatus};
 use crate::metrics::{CauseLabels, ErrorLabels, Label, Metrics, PolicyLabels, StuckLabels};
@@ -256,12 +256,22 @@ async fn evaluate(policy: &RemediationPolicy, ctx: &Context) -> Result<Action> {
             }
         }
     }
-    let resolved = if all_read {
+    let mut resolved = if all_read {
         let pod_now = |uid: &str| seen.get(uid).copied().unwrap_or(PodNow::Present);
         ctx.remember(&name, |m| m.resolve_pending_once(previous.as_ref(), pod_now))
     } else {
         Vec::new()
     };
+    // A failed request (a timeout, say) whose pod left the cache may have happened: a fresh
+    // read settles it, and a Done record replaces the Failed one.
+    let cached: BTreeSet<&str> = observed.pods.iter().map(|p| p.uid.as_str()).collect();
+    for (key, record) in ctx.remember(&name, |m| m.failed_to_check(&cached)) {
+        let Ok(now) = ctx.writer.pod_now(&record.namespace, &record.name, &record.uid).await else {
+            continue;
+        };
+        resolved.extend(resolve_failed(&record, now));
+        ctx.remember(&name, |m| m.failure_settled(&key));
+    }
     let earlier: Vec<_> = carried.iter().chain(&resolved).cloned().collect();
     let generation = policy.metadata.generation;
     let evaluation = Evaluation::Planned { policy: &validated, plan: &plan };

@@ -58,6 +58,26 @@ pub fn resolve_pending(
         .collect()
 }
 
+/// A pod action recorded `Failed` (a request that timed out, say) whose pod a later fresh read
+/// shows `now`: `Done` when the action took effect after all (the pod gone; for an eviction,
+/// gone or Terminating), replacing the `Failed` record; `None` while it did not.
+pub fn resolve_failed(record: &RecentAction, now: PodNow) -> Option<RecentAction> {
+    let happened = match (record.action, now) {
+        (ActionKind::ForceDelete | ActionKind::RemoveFinalizers, PodNow::Gone) => true,
+        (ActionKind::Evict, PodNow::Gone | PodNow::Terminating) => true,
+        _ => false,
+    };
+    happened.then(|| RecentAction {
+        result: ActionResult::Done,
+        detail: Some(
+            "recorded Failed when sent (no answer, or an error), and a later read shows it \
+             took effect"
+                .into(),
+        ),
+        ..record.clone()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -144,5 +164,42 @@ mod tests {
             assert!(detail.starts_with("sent by a previous run"), "{case}: {detail}");
         }
         assert!(resolve_pending(None, |_| PodNow::Gone).is_empty());
+    }
+}
+
+#[cfg(test)]
+mod failed_tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    use super::*;
+    use crate::crd::Mode;
+
+    #[test]
+    fn a_failed_request_that_happened_is_done() {
+        let record = |action| RecentAction {
+            time: Time("2026-01-01T00:00:00Z".parse().expect("ts")),
+            action,
+            mode: Mode::Enforce,
+            namespace: "ns".into(),
+            name: "p".into(),
+            uid: "u".into(),
+            node: "n1".into(),
+            owner: None,
+            reason: String::new(),
+            result: ActionResult::Failed,
+            detail: None,
+        };
+        use ActionKind::*;
+        let table = [
+            (ForceDelete, PodNow::Gone, true),
+            (ForceDelete, PodNow::Terminating, false),
+            (Evict, PodNow::Terminating, true),
+            (Evict, PodNow::Present, false),
+            (RemoveFinalizers, PodNow::Gone, true),
+        ];
+        for (action, now, want) in table {
+            let got = resolve_failed(&record(action), now);
+            assert_eq!(got.as_ref().map(|r| r.result), want.then_some(ActionResult::Done));
+        }
     }
 }
