@@ -30,9 +30,10 @@ pub const DEPRECATED_ZONE_LABEL: &str = "failure-domain.beta.kubernetes.io/zone"
 /// The fewest nodes a zone needs for its full outage to read as a partition.
 pub const MIN_ZONE_NODES: usize = 2;
 /// How long a zone returning from a partition stays held while some of its nodes are still
-/// out: twice the default node-monitor grace period (50 s) plus a kubelet's Lease renewal
-/// period, time enough for the rest of a healed partition to report again.
-pub const ZONE_COOLDOWN: SignedDuration = SignedDuration::from_secs(120);
+/// out: one kubelet Lease duration (40 s), in which every kubelet of a healed partition renews
+/// (every 10 s) at least a few times. A node still silent after that is not on its way back,
+/// and the dead-node rules judge it (its own `leaseStaleFor` still runs from its last renewal).
+pub const ZONE_COOLDOWN: SignedDuration = SignedDuration::from_secs(40);
 
 /// Why a zone holds every destructive action.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -166,7 +167,7 @@ mod tests {
             (
                 "returning: the first node back 30 s ago, the others still out",
                 vec![node(a, None, Some(970)), node(a, Some(0), None), node(a, Some(0), None)],
-                vec![("a", returning(3, 1090))],
+                vec![("a", returning(3, 1010))],
             ),
             (
                 "returned long enough ago: a death, not a partition",
