@@ -874,10 +874,12 @@ async fn a_zone_down_at_once_is_a_partition_not_deaths(env: &TestEnv) -> Result<
     let deletes = cluster.operator_pod_deletes(&env.namespace, "pod-b2")?;
     ensure!(deletes.is_empty(), "pod-b2 deleted while its zone looked partitioned: {deletes:?}");
 
-    // One node of the zone comes back: the other is a dead node like any, its pod released.
+    // One node of the zone comes back: the other is a dead node like any, its pod released
+    // once the zone's cool-down (one kubelet Lease duration, 40 s, after the first node came
+    // back) has passed.
     let back = std::time::Instant::now();
     env.revive_node(&nodes[0]).await?;
-    wait_gone(env, "pod-b2", &uids[1], Duration::from_secs(60)).await?;
+    wait_gone(env, "pod-b2", &uids[1], Duration::from_secs(90)).await?;
     let deletes = cluster.operator_pod_deletes(&env.namespace, "pod-b2")?;
     ensure!(deletes.len() == 1, "expected one DELETE of pod-b2: {deletes:?}");
     eprintln!(

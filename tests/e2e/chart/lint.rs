@@ -262,7 +262,8 @@ fn check_monitoring(docs: &[Value]) -> Result<()> {
                 == [
                     "KubeRemediatorPodsStuckTerminating",
                     "KubeRemediatorCircuitOpen",
-                    "KubeRemediatorRolloutBlocked"
+                    "KubeRemediatorRolloutBlocked",
+                    "KubeRemediatorSafetyRefusal"
                 ],
             "alerts: {alerts:?}"
         );
