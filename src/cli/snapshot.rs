@@ -155,6 +155,16 @@ fn one_shot_observed(state: &ClusterState, listed_at: Timestamp, now: Timestamp)
             obs.not_ready_from_stamp = true;
         }
     }
+    // A pod Terminating since before the listing is dated by its deletionTimestamp less its
+    // grace period (the API server's clock), as the listing cannot say when it started.
+    for pod in &mut observed.pods {
+        if pod.terminating_seen.is_some_and(|seen| seen <= listed_at)
+            && let Some(deleted) = pod.deletion_timestamp
+        {
+            let grace = SignedDuration::from_secs(pod.deletion_grace_seconds.unwrap_or(0).max(0));
+            pod.terminating_seen = Some((deleted - grace).min(listed_at));
+        }
+    }
     observed.watch_synced_at = Some(Timestamp::MIN);
     observed.suspended = None;
     observed
@@ -165,7 +175,8 @@ fn evidence_note(observe: SignedDuration) -> String {
     format!(
         "Evidence: kubelet Leases watched for {}; a renewal seen meanwhile is timed by this \
          machine's clock. Older evidence is dated by the timestamps in the objects (the nodes' \
-         own clocks), which the running operator never does: it times everything from when it \
+         own clocks, a pod's deletionTimestamp), which the running operator never does; and no \
+         node outage is watched, so no pod shows as left Ready=False by one: it times everything from when it \
          saw it change, and trusts nothing older than its own start. Rate limits and pods already \
          force-deleted (Enforce) come from each policy's status.recentActions (its last 20 \
          records), where the operator remembers every action since it started; in DryRun every \

@@ -250,6 +250,10 @@ impl ForceDelete {
             ));
         }
         let fenced = match &look.node {
+            // Seen deleted when planned, back now: a new Node, whatever it says.
+            Some(_) if self.death == Some(DeathEvidence::Deleted) => {
+                return Err("a Node of that name exists again; left alone".into());
+            }
             Some(node) => {
                 if node.observation.readiness == Readiness::Ready {
                     return Err("node is Ready again; left alone".into());

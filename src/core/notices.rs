@@ -25,6 +25,9 @@ pub struct FencingNotice {
 
 /// Every pod of `plan` held only for want of fencing evidence.
 pub fn needs_fencing(plan: &Plan) -> Vec<FencingNotice> {
+    let live = |node: &str| {
+        plan.nodes.iter().any(|n| n.name == node && n.state == super::node::NodeState::Healthy)
+    };
     plan.decisions
         .iter()
         .filter_map(|d| match &d.verdict {
@@ -37,17 +40,32 @@ pub fn needs_fencing(plan: &Plan) -> Vec<FencingNotice> {
             uid: d.uid.clone(),
             node: d.node.clone(),
             owner: d.owner.clone(),
-            note: format!(
-                "pod {}/{} is held on dead node {}: {} pods need fencing evidence \
-                 (requireFencingFor) and the node has none (no {OUT_OF_SERVICE_TAINT} taint, no \
-                 cloud shutdown taint, Node not deleted). Once you know the machine is off: \
-                 kubectl taint node {} {OUT_OF_SERVICE_TAINT}={OUT_OF_SERVICE_VALUE}:NoExecute",
-                d.namespace,
-                d.name,
-                d.node,
-                because.as_str(),
-                d.node
-            ),
+            note: if live(&d.node) {
+                format!(
+                    "pod {}/{} is stuck Terminating on live node {} and is not force-deleted: \
+                     {} pods need fencing evidence (requireFencingFor), which a live node has \
+                     none of (its kubelet may still hold the volume or run the containers). \
+                     Find why the kubelet does not finish it; only if a second writer is \
+                     harmless, set liveNodeStuck.forceDeleteUnfenced",
+                    d.namespace,
+                    d.name,
+                    d.node,
+                    because.as_str()
+                )
+            } else {
+                format!(
+                    "pod {}/{} is held on dead node {}: {} pods need fencing evidence \
+                     (requireFencingFor) and the node has none (no {OUT_OF_SERVICE_TAINT} taint \
+                     from someone else, no cloud shutdown taint, Node not deleted by someone \
+                     else). Once you know the machine is off: kubectl taint node {} \
+                     {OUT_OF_SERVICE_TAINT}={OUT_OF_SERVICE_VALUE}:NoExecute",
+                    d.namespace,
+                    d.name,
+                    d.node,
+                    because.as_str(),
+                    d.node
+                )
+            },
             reasons: ("NeedsFencing", "PodNeedsFencing"),
         })
         .collect()

@@ -62,11 +62,11 @@ pub fn resolve_pending(
 /// shows `now`: `Done` when the action took effect after all (the pod gone; for an eviction,
 /// gone or Terminating), replacing the `Failed` record; `None` while it did not.
 pub fn resolve_failed(record: &RecentAction, now: PodNow) -> Option<RecentAction> {
-    let happened = match (record.action, now) {
-        (ActionKind::ForceDelete | ActionKind::RemoveFinalizers, PodNow::Gone) => true,
-        (ActionKind::Evict, PodNow::Gone | PodNow::Terminating) => true,
-        _ => false,
-    };
+    let happened = matches!(
+        (record.action, now),
+        (ActionKind::ForceDelete | ActionKind::RemoveFinalizers, PodNow::Gone)
+            | (ActionKind::Evict, PodNow::Gone | PodNow::Terminating)
+    );
     happened.then(|| RecentAction {
         result: ActionResult::Done,
         detail: Some(

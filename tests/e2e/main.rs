@@ -22,6 +22,8 @@ mod operator_errors;
 mod policy_validation;
 mod refused;
 mod rollouts;
+mod safety_circuit;
+mod safety_look;
 mod safety_nodes;
 mod safety_pods;
 mod stale_readiness;
@@ -52,6 +54,8 @@ fn main() {
         operator_errors::trials(),
         explain::trials(),
         rollouts::trials(),
+        safety_circuit::trials(),
+        safety_look::trials(),
         safety_nodes::trials(),
         safety_pods::trials(),
         stale_readiness::trials(),
