@@ -265,6 +265,8 @@ impl ClusterState {
             && let Some(mut view) = self.nodes.live.get(name).cloned()
         {
             view.deleted = true;
+            // Ours for good: the mark outlives the storm guard's window of our deletions.
+            view.control.deleted_by_us = self.own_node_deletions.get(&view.control.uid).copied();
             self.tombstones.insert(name.to_string(), (view, now));
         }
         self.nodes.remove(name);
@@ -275,6 +277,10 @@ impl ClusterState {
     /// sent the DELETE, before any other policy in Enforce decides again).
     pub fn node_deleted_by_us(&mut self, uid: &str, at: Timestamp) {
         self.own_node_deletions.insert(uid.to_string(), at);
+        // The watch may have delivered the deletion first.
+        for (view, _) in self.tombstones.values_mut().filter(|(v, _)| v.control.uid == uid) {
+            view.control.deleted_by_us = Some(at);
+        }
     }
 
     /// A kubelet Lease was added or changed, seen at `now`. A new `renewTime` value is a renewal
@@ -427,7 +433,11 @@ impl ClusterState {
         let referenced: BTreeSet<&str> =
             self.pods.live.values().filter_map(|r| r.view.node_name.as_deref()).collect();
         self.tombstones.retain(|name, (view, _)| {
-            referenced.contains(name.as_str()) || own.contains_key(&view.control.uid)
+            let counted = view
+                .control
+                .deleted_by_us
+                .is_some_and(|at| now.duration_since(at) < OWN_DELETIONS_COUNT_FOR);
+            referenced.contains(name.as_str()) || own.contains_key(&view.control.uid) || counted
         });
     }
 
@@ -436,15 +446,16 @@ impl ClusterState {
         let referenced: BTreeSet<&str> =
             self.pods.live.values().filter_map(|r| r.view.node_name.as_deref()).collect();
         self.tombstones.iter().filter_map(move |(name, (view, _))| {
-            let ours = self
-                .own_node_deletions
-                .get(&view.control.uid)
-                .filter(|at| now.duration_since(**at) < OWN_DELETIONS_COUNT_FOR);
-            if !referenced.contains(name.as_str()) && ours.is_none() {
+            let ours = view
+                .control
+                .deleted_by_us
+                .or(self.own_node_deletions.get(&view.control.uid).copied());
+            let counted = ours.is_some_and(|at| now.duration_since(at) < OWN_DELETIONS_COUNT_FOR);
+            if !referenced.contains(name.as_str()) && !counted {
                 return None;
             }
             let mut view = view.clone();
-            view.control.deleted_by_us = ours.copied();
+            view.control.deleted_by_us = ours;
             Some(view)
         })
     }

@@ -24,7 +24,7 @@ use super::rules::live_node_stuck::StuckPod;
 use super::rules::node_actions::NodeFindings;
 use super::rules::stale_readiness::{StaleFindings, StalePod, stale_pods};
 use super::rules::{Candidate, Findings, release_terminating_pods};
-use super::storm::{Storm, advance};
+use super::storm::{OWN_DELETIONS_COUNT_FOR, Storm, advance};
 use super::verdict::{NotEligible, PodDecision, Verdict};
 use super::zones::{ZoneHold, held_zones, zone_of};
 
@@ -97,7 +97,7 @@ pub fn plan(observed: &Observed, policy: &ValidatedPolicy, now: Timestamp) -> Pl
         Circuit::evaluate(counts.unhealthy_nodes, counts.matched_nodes, policy.max_unhealthy);
     let storm = advance(
         circuit.clone(),
-        cluster_reading(observed),
+        cluster_reading(observed, now),
         observed.storm.previous.as_ref(),
         policy.storm,
         observed.storm.rearm_token.as_deref(),
@@ -167,11 +167,12 @@ fn held_evictions(stale: &mut [StalePod], actions: &[Action]) {
 /// guard). Left out: tombstones of Nodes deleted by others (gone, not failing) and nodes with no
 /// Ready condition yet (they never ran: a scale-up is not a storm). Without a cluster limit it
 /// never opens.
-fn cluster_reading(observed: &Observed) -> Circuit {
+fn cluster_reading(observed: &Observed, now: Timestamp) -> Circuit {
     let (mut total, mut unhealthy) = (0u32, 0u32);
     for node in &observed.nodes {
         if node.deleted {
-            if node.control.deleted_by_us.is_some() {
+            let recent = |at: Timestamp| now.duration_since(at) < OWN_DELETIONS_COUNT_FOR;
+            if node.control.deleted_by_us.is_some_and(recent) {
                 total += 1;
                 unhealthy += 1;
             }
