@@ -27,6 +27,7 @@ use kube::api::{Patch, PatchParams};
 use libtest_mimic::Trial;
 use serde_json::json;
 
+use crate::fixtures::{uid, until};
 use crate::support::cluster::Cluster;
 use crate::support::env::{TEST_LABEL, pod_is_ready};
 use crate::support::operator::{Operator, binary};
@@ -93,14 +94,6 @@ fn stall_policy_spec(env: &TestEnv) -> serde_json::Value {
     let mut spec = policy_spec(env);
     spec["nodeActions"] = json!({ "cordonAfter": "0s" });
     spec
-}
-
-fn uid(pod: &Pod) -> String {
-    pod.metadata.uid.clone().unwrap_or_default()
-}
-
-fn until(t: Timestamp) -> Duration {
-    Duration::try_from(t.duration_since(Timestamp::now())).unwrap_or_default()
 }
 
 /// Fails if the operator sent a DELETE of the pod (audit log).

@@ -60,3 +60,18 @@ pub fn bare_pod(name: &str, node: &str, labels: Value, annotations: Value) -> Re
         },
     }))?)
 }
+
+/// A pod's UID (empty when it has none).
+pub fn uid(pod: &Pod) -> String {
+    pod.metadata.uid.clone().unwrap_or_default()
+}
+
+/// How long until `t` from now (zero once it has passed).
+pub fn until(t: jiff::Timestamp) -> std::time::Duration {
+    std::time::Duration::try_from(t.duration_since(jiff::Timestamp::now())).unwrap_or_default()
+}
+
+/// `s` seconds.
+pub fn secs(s: i64) -> jiff::SignedDuration {
+    jiff::SignedDuration::from_secs(s)
+}

@@ -15,7 +15,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail, ensure};
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Patch, PatchParams, PostParams};
@@ -23,6 +23,7 @@ use libtest_mimic::Trial;
 use serde_json::{Value, json};
 
 use crate::e2e;
+use crate::fixtures::{secs, uid, until};
 use crate::support::cluster::{AuditEntry, Cluster};
 use crate::support::env::{TEST_LABEL, pod_is_ready};
 use crate::support::operator::{Operator, binary};
@@ -52,18 +53,6 @@ const VOLUME: &str = "kubernetes.io/csi/csi.example.com^vol-data";
 /// How long after its threshold an action may come at the latest: the operator requeues at the
 /// exact instant; this covers a loaded 2-core machine.
 const ACT_WITHIN: Duration = Duration::from_secs(10);
-
-fn secs(s: i64) -> SignedDuration {
-    SignedDuration::from_secs(s)
-}
-
-fn until(t: Timestamp) -> Duration {
-    Duration::try_from(t.duration_since(Timestamp::now())).unwrap_or_default()
-}
-
-fn uid(pod: &Pod) -> String {
-    pod.metadata.uid.clone().unwrap_or_default()
-}
 
 /// The pod's deletionTimestamp.
 fn deletion_timestamp(pod: &Pod) -> Result<Timestamp> {

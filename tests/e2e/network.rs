@@ -16,11 +16,11 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::core::v1::Pod;
 use libtest_mimic::Trial;
 
 use crate::e2e;
 use crate::faults::{LEASE_STALE_FOR, kill_and_strand, policy_spec, running_pod_on};
+use crate::fixtures::{uid, until};
 use crate::support::operator::Operator;
 use crate::support::proxy::{FaultProxy, api_server_addr};
 use crate::support::{Cluster, TestEnv, shared_cluster, wait_for};
@@ -35,14 +35,6 @@ const WATCH_STALL_BOUND: i64 = 60;
 /// How long new connections are blackholed too: longer than the request timeout (10 s), so
 /// the last look's requests time out whichever connections they use.
 const FULL_BLACKHOLE: Duration = Duration::from_secs(15);
-
-fn uid(pod: &Pod) -> String {
-    pod.metadata.uid.clone().unwrap_or_default()
-}
-
-fn until(t: Timestamp) -> Duration {
-    Duration::try_from(t.duration_since(Timestamp::now())).unwrap_or_default()
-}
 
 /// Fails unless the operator sent exactly one DELETE of `pod` that reached the API server.
 fn one_delete(cluster: &Cluster, env: &TestEnv, pod: &str) -> Result<()> {

@@ -26,6 +26,7 @@ use libtest_mimic::Trial;
 use serde_json::{Value, json};
 
 use crate::fixtures::stateful_set;
+use crate::fixtures::{secs, uid, until};
 use crate::prod_e2e;
 use crate::support::cluster::{AuditEntry, Cluster};
 use crate::support::env::{TEST_LABEL, ZONE_LABEL, node_ready_status, pod_is_ready};
@@ -76,18 +77,6 @@ fn policy_spec(env: &TestEnv, mode: &str, node_actions: Value) -> Value {
         "safety": { "maxUnhealthyNodes": 3 },
         "nodeActions": node_actions,
     })
-}
-
-fn secs(s: i64) -> SignedDuration {
-    SignedDuration::from_secs(s)
-}
-
-fn until(t: Timestamp) -> Duration {
-    Duration::try_from(t.duration_since(Timestamp::now())).unwrap_or_default()
-}
-
-fn uid(pod: &Pod) -> String {
-    pod.metadata.uid.clone().unwrap_or_default()
 }
 
 fn node_of(pod: &Pod) -> Option<&str> {

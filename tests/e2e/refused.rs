@@ -11,27 +11,19 @@ use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::admissionregistration::v1::{
     ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
 };
-use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, PostParams};
 use libtest_mimic::Trial;
 use serde_json::json;
 
 use crate::e2e;
 use crate::faults::{LEASE_STALE_FOR, NOT_READY_FOR, policy_spec, running_pod_on};
+use crate::fixtures::{uid, until};
 use crate::support::operator::Operator;
 use crate::support::pki::OPERATOR_USER;
 use crate::support::{TestEnv, shared_cluster, wait_for};
 
 pub fn trials() -> Vec<Trial> {
     vec![e2e!("rf-refused-delete", a_refused_delete_backs_off_and_the_others_go_on)]
-}
-
-fn uid(pod: &Pod) -> String {
-    pod.metadata.uid.clone().unwrap_or_default()
-}
-
-fn until(t: Timestamp) -> Duration {
-    Duration::try_from(t.duration_since(Timestamp::now())).unwrap_or_default()
 }
 
 /// Denies DELETE of the pod `refused` in the test's namespace when the operator sends it.

@@ -43,6 +43,7 @@ use serde_json::{Value, json};
 use kube_remediator::crd::{CircuitState, RemediationPolicy, RemediationPolicyStatus};
 
 use crate::faults::{kill_and_strand, running_pod_on, wait_gone};
+use crate::fixtures::{uid, until};
 use crate::prod_e2e;
 use crate::support::cluster::Cluster;
 use crate::support::env::{ZONE_LABEL, node_ready_status};
@@ -77,14 +78,6 @@ const REARM: &str = "remediator.io/rearm-circuit";
 const SHUTDOWN: &str = "node.cloudprovider.kubernetes.io/shutdown";
 /// The message of the admission policy that refuses the status writes.
 const REFUSED: &str = "status write refused by the e2e admission policy";
-
-fn until(t: Timestamp) -> Duration {
-    Duration::try_from(t.duration_since(Timestamp::now())).unwrap_or_default()
-}
-
-fn uid(pod: &Pod) -> String {
-    pod.metadata.uid.clone().unwrap_or_default()
-}
 
 /// The Enforce policy of both tests: this test's zone, the short windows, no delay after the
 /// grace period, `safety`, and `node_actions` if any.

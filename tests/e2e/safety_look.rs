@@ -36,6 +36,7 @@ use serde_json::{Value, json};
 
 use crate::faults::{kill_and_strand, running_pod_on};
 use crate::fixtures::stateful_set;
+use crate::fixtures::{secs, uid, until};
 use crate::prod_e2e;
 use crate::support::cluster::{ALIVE_LABEL, AuditEntry, Cluster};
 use crate::support::env::{HOSTNAME_LABEL, TEST_LABEL};
@@ -63,18 +64,6 @@ const ACT_WITHIN: Duration = Duration::from_secs(15);
 const MARGIN: SignedDuration = SignedDuration::from_secs(20);
 /// Audit and wall-clock timestamps come from one machine; this absorbs their rounding.
 const TOLERANCE: SignedDuration = SignedDuration::from_millis(500);
-
-fn secs(s: i64) -> SignedDuration {
-    SignedDuration::from_secs(s)
-}
-
-fn until(t: Timestamp) -> Duration {
-    Duration::try_from(t.duration_since(Timestamp::now())).unwrap_or_default()
-}
-
-fn uid(pod: &Pod) -> String {
-    pod.metadata.uid.clone().unwrap_or_default()
-}
 
 fn note(event: &Event) -> String {
     event.note.clone().unwrap_or_default()

@@ -29,7 +29,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail, ensure};
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -38,6 +38,7 @@ use libtest_mimic::Trial;
 use serde_json::{Value, json};
 
 use crate::fixtures::stateful_set;
+use crate::fixtures::{secs, uid, until};
 use crate::prod_e2e;
 use crate::support::cluster::{AuditEntry, Cluster};
 use crate::support::env::{HOSTNAME_LABEL, TEST_LABEL, ZONE_LABEL, node_ready_status};
@@ -63,18 +64,6 @@ const ACT_WITHIN: Duration = Duration::from_secs(15);
 const SHUTDOWN: &str = "node.cloudprovider.kubernetes.io/shutdown";
 /// The operator's record of what it did to a node.
 const RECORD: &str = "remediator.io/node-actions";
-
-fn secs(s: i64) -> SignedDuration {
-    SignedDuration::from_secs(s)
-}
-
-fn until(t: Timestamp) -> Duration {
-    Duration::try_from(t.duration_since(Timestamp::now())).unwrap_or_default()
-}
-
-fn uid(pod: &Pod) -> String {
-    pod.metadata.uid.clone().unwrap_or_default()
-}
 
 fn node_of(pod: &Pod) -> Option<&str> {
     pod.spec.as_ref().and_then(|s| s.node_name.as_deref())

@@ -38,6 +38,7 @@ use serde_json::{Value, json};
 use kube_remediator::crd::RemediationPolicyStatus;
 
 use crate::faults::{kill_and_strand, running_pod_on, wait_gone};
+use crate::fixtures::{uid, until};
 use crate::prod_e2e;
 use crate::support::cluster::{AuditEntry, Cluster};
 use crate::support::env::{HOSTNAME_LABEL, ZONE_LABEL, node_ready_status};
@@ -80,14 +81,6 @@ const MAX_EVICTIONS: usize = 6;
 const MAX_STATUS_PATCHES: usize = 15;
 const MAX_EVENT_WRITES: usize = 15;
 const DEPRECATED_ZONE_LABEL: &str = "failure-domain.beta.kubernetes.io/zone";
-
-fn until(t: Timestamp) -> Duration {
-    Duration::try_from(t.duration_since(Timestamp::now())).unwrap_or_default()
-}
-
-fn uid(pod: &Pod) -> String {
-    pod.metadata.uid.clone().unwrap_or_default()
-}
 
 fn name(pod: &Pod) -> String {
     pod.metadata.name.clone().unwrap_or_default()

@@ -23,6 +23,7 @@ use kube_remediator::crd::{CircuitState, RemediationPolicyStatus};
 
 use crate::fault_e2e;
 use crate::faults::{kill_and_strand, running_pod_on, wait_gone};
+use crate::fixtures::{uid, until};
 use crate::support::cluster::Cluster;
 use crate::support::env::{ZONE_LABEL, node_ready_status};
 use crate::support::operator::Operator;
@@ -53,14 +54,6 @@ const TOLERANCE: SignedDuration = SignedDuration::from_secs(1);
 /// A killed node turns Unknown about 50 s after its last heartbeat (the default grace period).
 const UNKNOWN_WITHIN: Duration = Duration::from_secs(150);
 const REARM: &str = "remediator.io/rearm-circuit";
-
-fn until(t: Timestamp) -> Duration {
-    Duration::try_from(t.duration_since(Timestamp::now())).unwrap_or_default()
-}
-
-fn uid(pod: &k8s_openapi::api::core::v1::Pod) -> String {
-    pod.metadata.uid.clone().unwrap_or_default()
-}
 
 fn cordoned(node: &Node) -> bool {
     node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false)

@@ -17,6 +17,7 @@ use serde_json::json;
 
 use crate::e2e;
 use crate::fixtures::{bare_pod, deployment, stateful_set};
+use crate::fixtures::{uid, until};
 use crate::support::cluster::AuditEntry;
 use crate::support::env::{HOSTNAME_LABEL, TEST_LABEL, ZONE_LABEL, node_ready_status};
 use crate::support::operator::{Operator, binary};
@@ -68,10 +69,6 @@ async fn due_instant(env: &TestEnv, node: &str, pod: &Pod) -> Result<Timestamp> 
     let dead = env.dead_at(node, NOT_READY_FOR, LEASE_STALE_FOR).await?;
     let deletion = pod.metadata.deletion_timestamp.as_ref().context("pod not Terminating")?.0;
     Ok(dead.max(deletion + SignedDuration::from_secs(DELAY)))
-}
-
-fn until(t: Timestamp) -> Duration {
-    Duration::try_from(t.duration_since(Timestamp::now())).unwrap_or_default()
 }
 
 /// Asserts the pod keeps its UID until shortly before `due`.
@@ -170,10 +167,6 @@ async fn one_pod_on_a_dying_node(env: &TestEnv, suffix: &str, mode: &str) -> Res
     let terminating = wait_terminating(env, &pod_name).await?;
     let due = due_instant(env, &victim, &terminating).await?;
     Ok(Scenario { operator, victim, pod_name, pod_uid, due })
-}
-
-fn uid(pod: &Pod) -> String {
-    pod.metadata.uid.clone().unwrap_or_default()
 }
 
 fn name(pod: &Pod) -> String {

@@ -26,6 +26,7 @@ use serde_json::json;
 use super::install::{client_for, write_impersonating_kubeconfig};
 use super::package::package;
 use super::{Helm, helm_async};
+use crate::fixtures::uid;
 use crate::support::env::{TEST_LABEL, ZONE_LABEL, pod_is_ready};
 use crate::support::operator::Operator;
 use crate::support::{TestEnv, install_crd, shared_cluster, wait_for};
@@ -330,10 +331,6 @@ async fn wait_gone(env: &TestEnv, name: &str, pod_uid: &str) -> Result<()> {
         Ok((p.and_then(|p| p.metadata.uid).as_deref() != Some(pod_uid)).then_some(()))
     })
     .await
-}
-
-fn uid(pod: &Pod) -> String {
-    pod.metadata.uid.clone().unwrap_or_default()
 }
 
 /// Removes the finalizers of the named pods that are still there.
