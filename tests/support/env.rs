@@ -80,31 +80,7 @@ impl TestEnv {
     /// Like [`TestEnv::add_node`], in the zone `zone` (a test that needs several zones names
     /// them after itself, e.g. `zone-<test>-a`).
     pub async fn add_node_in_zone(&self, suffix: &str, zone: &str) -> Result<String> {
-        let name = format!("{}-{suffix}", self.name);
-        let node: Node = serde_json::from_value(json!({
-            "metadata": {
-                "name": name,
-                "labels": {
-                    ALIVE_LABEL: "true",
-                    ZONE_LABEL: zone,
-                    HOSTNAME_LABEL: name,
-                    TEST_LABEL: self.name,
-                    "kubernetes.io/os": "linux",
-                    "type": "kwok",
-                },
-                "annotations": { "kwok.x-k8s.io/node": "fake" },
-            },
-            "status": {
-                "capacity": { "cpu": "32", "memory": "256Gi", "pods": "110" },
-                "allocatable": { "cpu": "32", "memory": "256Gi", "pods": "110" },
-            },
-        }))?;
-        self.nodes()
-            .create(&PostParams::default(), &node)
-            .await
-            .with_context(|| format!("creating node {name}"))?;
-        self.wait_node_ready(&name, "True").await?;
-        Ok(name)
+        self.add_node_with_labels(suffix, &[(ZONE_LABEL, zone)]).await
     }
 
     /// Creates a Ready node `<test>-<suffix>` that kwok does not manage: this test heartbeats it
