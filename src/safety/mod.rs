@@ -360,4 +360,6 @@ pub fn same_second(a: Option<Timestamp>, b: Option<Timestamp>) -> bool {
 }
 
 #[cfg(test)]
+mod proptests;
+#[cfg(test)]
 mod tests;
