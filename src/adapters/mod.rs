@@ -86,6 +86,8 @@ pub fn node_observation(node: &Node, lease: Option<&Lease>) -> NodeObservation {
         // One object read at one instant says nothing about when we saw it change.
         not_ready_seen: None,
         lease_seen: None,
+        ready_heartbeat: ready.and_then(|c| c.last_heartbeat_time.as_ref()).map(|t| t.0),
+        heartbeat_seen: None,
         seen_from_stamps: false,
         not_ready_from_stamp: false,
         unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),

@@ -232,6 +232,14 @@ impl ClusterState {
         let before = self.nodes.live.get(&name).filter(|b| b.control.uid == view.control.uid);
         let was_ready = before.map(|b| b.observation.readiness == Readiness::Ready);
         let last_outage = before.and_then(|b| b.control.last_outage);
+        // The kubelet posted the node's status: a sign of life, timed when we saw it.
+        view.observation.heartbeat_seen = match before {
+            Some(b) if b.observation.ready_heartbeat != view.observation.ready_heartbeat => {
+                Some(now)
+            }
+            Some(b) => b.observation.heartbeat_seen,
+            None => None,
+        };
         if view.observation.readiness != Readiness::Ready {
             view.observation.not_ready_seen = match before {
                 Some(b) if was_ready == Some(false) => b.observation.not_ready_seen.or(Some(now)),
@@ -548,6 +556,8 @@ fn claim_key(namespace: &str, name: &str) -> String {
 fn same_node_evidence(a: &NodeView, b: &NodeView) -> bool {
     let (x, y) = (&a.observation, &b.observation);
     x.readiness == y.readiness
+        // A status heartbeat matters only where it postpones a death.
+        && (x.readiness == Readiness::Ready || x.heartbeat_seen == y.heartbeat_seen)
         && x.ready_transition == y.ready_transition
         && x.unschedulable == y.unschedulable
         && x.taints == y.taints
@@ -766,5 +776,28 @@ mod tests {
         s.apply_pod(&terminating_pod_on("n1"), at(9));
         let observed = s.observe(at(10), Vec::new(), BTreeSet::new());
         assert_eq!(observed.pods[0].terminating_seen, Some(at(3)));
+    }
+
+    #[test]
+    fn a_status_heartbeat_is_seen_when_it_changes() {
+        let mut s = synced(0, &[]);
+        let beat = |at: &str| {
+            let mut n = node("n1", "False");
+            if let Some(c) = n.status.as_mut().and_then(|s| s.conditions.as_mut()) {
+                c[0].last_heartbeat_time = Some(
+                    k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at.parse().expect("ts")),
+                );
+            }
+            n
+        };
+        s.apply_node(&beat("2020-01-01T00:00:00Z"), at(1));
+        let heartbeat = |s: &ClusterState| {
+            let observed = s.observe(at(50), Vec::new(), BTreeSet::new());
+            view(&observed, "n1").and_then(|n| n.observation.heartbeat_seen)
+        };
+        assert_eq!(heartbeat(&s), None, "first seen: not seen changing");
+        assert_eq!(s.apply_node(&beat("2020-01-01T00:00:00Z"), at(5)), Change::None);
+        assert_eq!(s.apply_node(&beat("2020-01-01T00:00:10Z"), at(9)), Change::Relevant);
+        assert_eq!(heartbeat(&s), Some(at(9)));
     }
 }

@@ -550,6 +550,8 @@ mod tests {
                 lease_renewed: Some(t(0, 0)),
                 not_ready_seen: (readiness != Readiness::Ready).then_some(t(0, 0)),
                 lease_seen: Some(t(0, 0)),
+                ready_heartbeat: None,
+                heartbeat_seen: None,
                 seen_from_stamps: false,
                 not_ready_from_stamp: false,
                 unschedulable: false,

@@ -211,21 +211,22 @@ pub fn summarize_node(
         return summary(NodeState::Unhealthy, None, why, None);
     };
     let not_ready_since = obs.not_ready_seen.unwrap_or(since).max(since);
-    let lease_since = lease_seen.max(since);
+    // The last sign of life we saw: a Lease renewal, or the kubelet posting the node's status.
+    let life_seen = obs.heartbeat_seen.map_or(lease_seen, |h| h.max(lease_seen));
+    let lease_since = life_seen.max(since);
     let not_ready_due = add(not_ready_since, policy.not_ready_for);
     let lease_due = add(lease_since, policy.lease_stale_for);
     let dead_at = not_ready_due.max(lease_due);
     let readiness = obs.readiness.as_str();
     let facts = evidence_facts(obs, since, not_ready_since, now);
     // The kubelet answers (its renewals keep arriving) although the node is not Ready.
-    let held_alive = (now < lease_due && obs.lease_seen.is_some_and(|s| s >= not_ready_since))
-        .then(|| {
-            format!(
-                "{}: Ready={readiness} but its kubelet keeps renewing its Lease{}",
-                obs.name,
-                skew_note(obs.lease_skew())
-            )
-        });
+    let held_alive = (now < lease_due && life_seen >= not_ready_since).then(|| {
+        format!(
+            "{}: Ready={readiness} but its kubelet keeps renewing its Lease{}",
+            obs.name,
+            skew_note(obs.lease_skew())
+        )
+    });
     if now >= dead_at {
         let dead =
             summary(NodeState::Dead, Some(dead_at), format!("dead since {dead_at}: {facts}"), None);
@@ -356,6 +357,8 @@ mod tests {
             lease_renewed: lease.map(ts),
             not_ready_seen: None,
             lease_seen: None,
+            ready_heartbeat: None,
+            heartbeat_seen: None,
             seen_from_stamps: false,
             not_ready_from_stamp: false,
             unschedulable: false,
@@ -634,6 +637,8 @@ mod tests {
                     // Seen when they happened, unless a row says otherwise.
                     not_ready_seen: r.transition.filter(|_| r.readiness != IsReady),
                     lease_seen: r.lease,
+                    ready_heartbeat: None,
+                    heartbeat_seen: None,
                     seen_from_stamps: false,
                     not_ready_from_stamp: false,
                     unschedulable: false,
@@ -718,6 +723,26 @@ mod tests {
         view.observation.lease_seen = Some(ts("2026-01-01T00:10:00Z"));
         let later = summarize_node(&view, &policy(|_| {}), Some(ts("2026-01-01T00:00:00Z")), now);
         assert_eq!(later.held_alive, got.held_alive);
+    }
+
+    #[test]
+    fn a_status_heartbeat_we_saw_is_a_sign_of_life() {
+        // Not Ready since 00:00, its Lease last renewed (seen) at 00:01: dead by 00:05 by the
+        // Lease alone; but the kubelet posted the node's status at 00:09:30.
+        let now = ts("2026-01-01T00:10:00Z");
+        let mut view = NodeView::unknown("n1");
+        view.observation.readiness = Readiness::NotReady;
+        view.observation.not_ready_seen = Some(ts("2026-01-01T00:00:00Z"));
+        view.observation.lease_renewed = Some(ts("2026-01-01T00:01:00Z"));
+        view.observation.lease_seen = Some(ts("2026-01-01T00:01:00Z"));
+        let p = policy(|_| {});
+        let since = Some(ts("2025-12-31T00:00:00Z"));
+        assert_eq!(summarize_node(&view, &p, since, now).state, NodeState::Dead);
+        view.observation.heartbeat_seen = Some(ts("2026-01-01T00:09:30Z"));
+        let alive = summarize_node(&view, &p, since, now);
+        assert_eq!(alive.state, NodeState::Unhealthy);
+        assert_eq!(alive.dead_at, Some(ts("2026-01-01T00:11:30Z")));
+        assert!(alive.held_alive.is_some(), "{}", alive.why);
     }
 
     #[test]

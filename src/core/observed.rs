@@ -67,6 +67,14 @@ pub struct NodeObservation {
     /// When the operator last saw the Lease's `renewTime` change, by its own clock (`None`
     /// without a Lease, or for a one-shot read).
     pub lease_seen: Option<Timestamp>,
+    /// The Ready condition's `lastHeartbeatTime`, written by the kubelet when it posts the
+    /// node's status (the node lifecycle controller leaves it as it was): shown, never compared
+    /// with our clock.
+    pub ready_heartbeat: Option<Timestamp>,
+    /// When the operator last saw `ready_heartbeat` take a new value, by its own clock: the
+    /// kubelet posted the node's status, a sign of life like a Lease renewal (`None`: not seen
+    /// changing).
+    pub heartbeat_seen: Option<Timestamp>,
     /// `plan` only: `lease_seen` was not seen but dated from the Lease's renewTime (no renewal
     /// arrived while it watched), and is worded so.
     pub seen_from_stamps: bool,
@@ -181,6 +189,8 @@ impl NodeView {
                 lease_renewed: None,
                 not_ready_seen: None,
                 lease_seen: None,
+                ready_heartbeat: None,
+                heartbeat_seen: None,
                 seen_from_stamps: false,
                 not_ready_from_stamp: false,
                 unschedulable: false,

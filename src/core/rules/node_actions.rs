@@ -240,6 +240,8 @@ mod tests {
                 lease_renewed: Some(t(0)),
                 not_ready_seen: Some(t(0)),
                 lease_seen: Some(t(0)),
+                ready_heartbeat: None,
+                heartbeat_seen: None,
                 seen_from_stamps: false,
                 not_ready_from_stamp: false,
                 unschedulable: false,
