@@ -138,11 +138,29 @@ impl PolicyMemory {
         &mut self,
         status: Option<&RemediationPolicyStatus>,
         pod_now: impl Fn(&str) -> PodNow,
+        node_done: impl Fn(&RecentAction) -> bool,
     ) -> Vec<RecentAction> {
         if std::mem::replace(&mut self.pending_resolved, true) {
             return Vec::new();
         }
-        resolve_pending(status, pod_now)
+        resolve_pending(status, pod_now, node_done)
+    }
+
+    /// The nodes of the status's Pending node actions (by name) while they are still to be
+    /// resolved this run.
+    pub fn pending_nodes(&self, status: Option<&RemediationPolicyStatus>) -> Vec<String> {
+        if self.pending_resolved {
+            return Vec::new();
+        }
+        let mut nodes: Vec<String> = status
+            .into_iter()
+            .flat_map(|s| &s.recent_actions)
+            .filter(|r| r.result == ActionResult::Pending && r.namespace.is_empty())
+            .map(|r| r.name.clone())
+            .collect();
+        nodes.sort();
+        nodes.dedup();
+        nodes
     }
 
     /// The circuit to plan from: the last plan's, else the one the status remembers.

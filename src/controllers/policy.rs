@@ -23,8 +23,8 @@ use crate::core::stuck::StuckCause;
 use crate::core::{
     Acting, CONDITION_INVALID, Evaluation, InvalidPolicy, MaxUnhealthy, NodeState, Observed, Plan,
     PodNow, StormInput, blocked_rollouts_in_scope, circuit_memory, desired_status,
-    held_by_finalizers, hold_counts, needs_fencing, plan, resolve_failed, stale_ready,
-    stuck_on_live_nodes, transition_notices, validate,
+    held_by_finalizers, hold_counts, needs_fencing, node_action_took_effect, plan, resolve_failed,
+    stale_ready, stuck_on_live_nodes, transition_notices, validate,
 };
 use crate::crd::{ActionKind, ActionResult, Mode, RemediationPolicy, RemediationPolicyStatus};
 use crate::metrics::{CauseLabels, ErrorLabels, Label, Metrics, PolicyLabels, StuckLabels};
@@ -256,9 +256,24 @@ async fn evaluate(policy: &RemediationPolicy, ctx: &Context) -> Result<Action> {
             }
         }
     }
+    let mut nodes_now = HashMap::new();
+    for node in ctx.remember(&name, |m| m.pending_nodes(previous.as_ref())) {
+        match ctx.writer.node_now(&node).await {
+            Ok(view) => {
+                nodes_now.insert(node, view);
+            }
+            Err(e) => {
+                warn!(policy = %name, node = %node, error = %e, "cannot read a Pending record's node");
+                all_read = false;
+            }
+        }
+    }
     let mut resolved = if all_read {
         let pod_now = |uid: &str| seen.get(uid).copied().unwrap_or(PodNow::Present);
-        ctx.remember(&name, |m| m.resolve_pending_once(previous.as_ref(), pod_now))
+        let node_done = |r: &crate::crd::RecentAction| {
+            nodes_now.get(&r.name).is_some_and(|n| node_action_took_effect(r, n.as_ref()))
+        };
+        ctx.remember(&name, |m| m.resolve_pending_once(previous.as_ref(), pod_now, node_done))
     } else {
         Vec::new()
     };

@@ -57,7 +57,7 @@ pub use observed::{
     Acting, Backoff, CircuitMemory, NodeControl, NodeObservation, NodeRecord, NodeView, Observed,
     Outage, OwnerKey, OwnerRef, PastAction, PodView, Readiness, StormInput,
 };
-pub use pending::{PodNow, resolve_failed, resolve_pending};
+pub use pending::{PodNow, node_action_took_effect, resolve_failed, resolve_pending};
 pub use plan::{Plan, PlanCounts, plan};
 pub use policy::{
     FencingNeeds, Finalizers, InvalidPolicy, LiveNodeStuck, MaxUnhealthy, NodeActions,

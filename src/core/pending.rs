@@ -2,7 +2,10 @@
 //! it is sent) and never recorded the outcome of: it stopped in between. The next run resolves
 //! each from what the cluster shows now, once.
 
-use crate::crd::{ActionKind, ActionResult, RecentAction, RemediationPolicyStatus};
+use super::observed::NodeView;
+use crate::crd::{
+    ActionKind, ActionResult, OUT_OF_SERVICE_TAINT, RecentAction, RemediationPolicyStatus,
+};
 
 /// What became of the pod a pending action was about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,6 +25,7 @@ pub enum PodNow {
 pub fn resolve_pending(
     status: Option<&RemediationPolicyStatus>,
     pod_now: impl Fn(&str) -> PodNow,
+    node_done: impl Fn(&RecentAction) -> bool,
 ) -> Vec<RecentAction> {
     let Some(status) = status else { return Vec::new() };
     status
@@ -40,10 +44,11 @@ pub fn resolve_pending(
                 (ActionKind::ForceDelete | ActionKind::RemoveFinalizers | ActionKind::Evict, _) => {
                     (ActionResult::Skipped, "the pod is still there, so this run decides again")
                 }
+                _ if node_done(r) => (ActionResult::Done, "the node shows it done"),
                 _ => (
                     ActionResult::Skipped,
-                    "this run decides again from the node's own record (annotation \
-                     remediator.io/node-actions)",
+                    "the node does not show it done, so this run decides again from the node's \
+                     own record (annotation remediator.io/node-actions)",
                 ),
             };
             RecentAction {
@@ -56,6 +61,24 @@ pub fn resolve_pending(
             }
         })
         .collect()
+}
+
+/// Whether a node action took effect, by a fresh read of its node (`None`: no Node of that
+/// name): a Node deleted (gone, or another Node under its name); our cordon or our taint there
+/// with our record naming it; an undo whose record is gone.
+pub fn node_action_took_effect(record: &RecentAction, node: Option<&NodeView>) -> bool {
+    let same = node.filter(|n| n.control.uid == record.uid);
+    match (record.action, same) {
+        (ActionKind::DeleteNode, None) => true,
+        (ActionKind::Cordon, Some(n)) => {
+            n.observation.unschedulable && n.control.record.cordoned.is_some()
+        }
+        (ActionKind::OutOfServiceTaint, Some(n)) => {
+            n.observation.has_taint_key(OUT_OF_SERVICE_TAINT) && n.control.record.tainted.is_some()
+        }
+        (ActionKind::UndoNodeActions, Some(n)) => n.control.record.is_empty(),
+        _ => false,
+    }
 }
 
 /// A pod action recorded `Failed` (a request that timed out, say) whose pod a later fresh read
@@ -143,7 +166,7 @@ mod tests {
                 want: Done,
             },
             Row {
-                case: "cordon: the node's record decides",
+                case: "cordon the node does not show: decided again",
                 action: Cordon,
                 now: PodNow::Gone,
                 want: Skipped,
@@ -157,13 +180,13 @@ mod tests {
                 ],
                 ..Default::default()
             };
-            let resolved = resolve_pending(Some(&status), |_| now);
+            let resolved = resolve_pending(Some(&status), |_| now, |_| false);
             assert_eq!(resolved.len(), 1, "{case}");
             assert_eq!((resolved[0].uid.as_str(), resolved[0].result), ("p", want), "{case}");
             let detail = resolved[0].detail.clone().unwrap_or_default();
             assert!(detail.starts_with("sent by a previous run"), "{case}: {detail}");
         }
-        assert!(resolve_pending(None, |_| PodNow::Gone).is_empty());
+        assert!(resolve_pending(None, |_| PodNow::Gone, |_| true).is_empty());
     }
 }
 
@@ -200,6 +223,55 @@ mod failed_tests {
         for (action, now, want) in table {
             let got = resolve_failed(&record(action), now);
             assert_eq!(got.as_ref().map(|r| r.result), want.then_some(ActionResult::Done));
+        }
+    }
+
+    #[test]
+    fn node_actions_resolve_from_what_the_node_shows() {
+        use crate::core::observed::NodeRecord;
+        let record = |action| RecentAction { uid: "node-uid".into(), ..record_of(action) };
+        let node = |f: &dyn Fn(&mut NodeView)| {
+            let mut n = NodeView::unknown("n1");
+            n.control.uid = "node-uid".into();
+            f(&mut n);
+            n
+        };
+        let ours =
+            NodeRecord { policy: None, cordoned: Some(jiff::Timestamp::UNIX_EPOCH), tainted: None };
+        let cordoned = node(&|n| {
+            n.observation.unschedulable = true;
+            n.control.record = ours.clone();
+        });
+        let replaced = node(&|n| n.control.uid = "new".into());
+        let plain = node(&|_| {});
+        use ActionKind::*;
+        let table: Vec<(&str, ActionKind, Option<&NodeView>, bool)> = vec![
+            ("deleted: gone", DeleteNode, None, true),
+            ("deleted: another Node under the name", DeleteNode, Some(&replaced), true),
+            ("delete not done", DeleteNode, Some(&plain), false),
+            ("our cordon there", Cordon, Some(&cordoned), true),
+            ("no cordon", Cordon, Some(&plain), false),
+            ("undo: our record gone", UndoNodeActions, Some(&plain), true),
+            ("undo: our record still there", UndoNodeActions, Some(&cordoned), false),
+        ];
+        for (case, action, node, want) in table {
+            assert_eq!(node_action_took_effect(&record(action), node), want, "{case}");
+        }
+    }
+
+    fn record_of(action: ActionKind) -> RecentAction {
+        RecentAction {
+            time: Time("2026-01-01T00:00:00Z".parse().expect("ts")),
+            action,
+            mode: Mode::Enforce,
+            namespace: String::new(),
+            name: "n1".into(),
+            uid: "u".into(),
+            node: "n1".into(),
+            owner: None,
+            reason: String::new(),
+            result: ActionResult::Pending,
+            detail: None,
         }
     }
 }

@@ -22,8 +22,8 @@ use crate::adapters::{NODE_LEASE_NAMESPACE, WatchedPod, excluded, node_view, pod
 
 use crate::core::rollouts::WorkloadRef;
 use crate::core::{
-    Action, FencingNotice, ForceDelete, FreshNode, FreshPod, FreshPolicy, LastLook, PodNotice,
-    ValidatedPolicy, push_recent_actions,
+    Action, FencingNotice, ForceDelete, FreshNode, FreshPod, FreshPolicy, LastLook, NodeView,
+    PodNotice, ValidatedPolicy, push_recent_actions,
 };
 use crate::crd::{
     ActionKind, ActionResult, Mode, OUT_OF_SERVICE_TAINT, OUT_OF_SERVICE_VALUE, RecentAction,
@@ -505,6 +505,12 @@ impl Writer {
         })
     }
 
+    /// A fresh read of a Node, in the core's terms (`None`: there is none).
+    pub async fn node_now(&self, name: &str) -> std::result::Result<Option<NodeView>, String> {
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        Ok(nodes.get_opt(name).await.map_err(|e| e.to_string())?.as_ref().map(node_view))
+    }
+
     /// The last look's fresh reads of a node and its Lease, both at once.
     async fn read_node(&self, node: &str) -> std::result::Result<NodeEvidence, String> {
         let nodes: Api<Node> = Api::all(self.client.clone());
@@ -695,19 +701,27 @@ impl Writer {
             record.reason,
             record.detail.as_deref().unwrap_or_default()
         );
-        let reason = match record.action {
-            ActionKind::ForceDelete => "ForceDeleted",
-            ActionKind::RemoveFinalizers => "RemovedFinalizers",
-            _ => "Evicted",
-        };
+        let reason = node::event_reason(record.action, record.mode, record.result);
         let action = record.action.as_str();
-        let reference = pod_reference(&record.namespace, &record.name, &record.uid);
-        self.event(&reference, EventType::Warning, reason, action, note.clone()).await;
-        let policy_note = format!("pod {}/{}: {note}", record.namespace, record.name);
-        self.policy_event_on(policy, reference, reason, action, policy_note).await;
+        let (reference, about) = if record.namespace.is_empty() {
+            let node = ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Node".into()),
+                name: Some(record.name.clone()),
+                uid: Some(record.uid.clone()),
+                ..ObjectReference::default()
+            };
+            (node, format!("node {}", record.name))
+        } else {
+            let pod = pod_reference(&record.namespace, &record.name, &record.uid);
+            (pod, format!("pod {}/{}", record.namespace, record.name))
+        };
+        self.event(&reference, EventType::Warning, &reason, action, note.clone()).await;
+        let policy_note = format!("{about}: {note}");
+        self.policy_event_on(policy, reference, &reason, action, policy_note).await;
         info!(
             policy = %policy_name, action, result = record.result.as_str(),
-            namespace = %record.namespace, pod = %record.name,
+            namespace = %record.namespace, name = %record.name,
             "action of a previous run found done"
         );
     }

@@ -228,7 +228,7 @@ fn undo_changes(node: &FreshNode) -> UndoChanges {
 
 /// The Event reason of a node action's outcome: `Cordoned`, `WouldCordon`, `CordonSkipped`,
 /// `CordonFailed`, and so on.
-fn event_reason(kind: ActionKind, mode: Mode, result: ActionResult) -> String {
+pub(super) fn event_reason(kind: ActionKind, mode: Mode, result: ActionResult) -> String {
     let (done, would) = match kind {
         ActionKind::Cordon => ("Cordoned", "WouldCordon"),
         ActionKind::OutOfServiceTaint => ("TaintedOutOfService", "WouldTaintOutOfService"),
