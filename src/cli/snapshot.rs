@@ -19,7 +19,7 @@ use crate::adapters::{NODE_LEASE_NAMESPACE, rearm_token};
 use crate::controllers::kinds::WATCHED;
 use crate::controllers::memory::PolicyMemory;
 use crate::controllers::state::{ClusterState, WatchedKind};
-use crate::core::{Observed, Plan, StormInput, circuit_memory, plan, validate};
+use crate::core::{Acting, Observed, Plan, StormInput, circuit_memory, plan, validate};
 use crate::crd::{Mode, RemediationPolicy};
 use crate::{Error, Result};
 
@@ -78,6 +78,8 @@ pub async fn take(
     let now = crate::clock::now();
     let observed = one_shot_observed(&state, listed_at, now);
 
+    let live_policies: std::collections::BTreeSet<String> =
+        policies.iter().map(|p| p.name_any()).collect();
     let mut plans = Vec::new();
     for policy in policies {
         let outcome = validate(&policy.spec).map_err(|e| e.reason).map(|validated| {
@@ -94,7 +96,10 @@ pub async fn take(
                 previous: circuit_memory(policy.status.as_ref()),
                 rearm_token: rearm_token(&policy),
             };
-            let observed = Observed { recent_actions, acted_pods, storm, ..observed.clone() };
+            let acting =
+                Acting { policy: policy.name_any(), live_policies: Some(live_policies.clone()) };
+            let observed =
+                Observed { recent_actions, acted_pods, storm, acting, ..observed.clone() };
             plan(&observed, &validated, now)
         });
         plans.push(PolicyPlan { policy, outcome });
