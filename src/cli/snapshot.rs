@@ -180,9 +180,9 @@ fn evidence_note(observe: SignedDuration) -> String {
     format!(
         "Evidence: kubelet Leases watched for {}; a renewal seen meanwhile is timed by this \
          machine's clock. Older evidence is dated by the timestamps in the objects (the nodes' \
-         own clocks, a pod's deletionTimestamp), which the running operator never does; and no \
-         node outage is watched, so no pod shows as left Ready=False by one: it times everything from when it \
-         saw it change, and trusts nothing older than its own start. Rate limits and pods already \
+         own clocks, a pod's deletionTimestamp), which the running operator never does: it times \
+         everything from when it saw it change, and trusts nothing older than its own start. No \
+         node outage is watched here, so no pod shows as left Ready=False by one. Rate limits and pods already \
          force-deleted (Enforce) come from each policy's status.recentActions (its last 20 \
          records), where the operator remembers every action since it started; in DryRun every \
          would-be action is shown, also those already recorded.",
