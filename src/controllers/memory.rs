@@ -173,12 +173,13 @@ impl PolicyMemory {
         self.circuit = Some(circuit);
     }
 
-    /// The failed pod actions whose pod the cache no longer holds (`cached`: the UIDs it
-    /// holds): a fresh read says whether they happened after all.
-    pub fn failed_to_check(&self, cached: &BTreeSet<&str>) -> Vec<(String, RecentAction)> {
+    /// The failed pod actions whose pod the cache no longer holds (`cached`: whether it holds a
+    /// UID; asked only while there are failed actions): a fresh read says whether they
+    /// happened after all.
+    pub fn failed_to_check(&self, cached: impl Fn(&str) -> bool) -> Vec<(String, RecentAction)> {
         self.failed_records
             .iter()
-            .filter(|(_, r)| !cached.contains(r.uid.as_str()))
+            .filter(|(_, r)| !cached(&r.uid))
             .map(|(k, r)| (k.clone(), r.clone()))
             .collect()
     }

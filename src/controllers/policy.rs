@@ -279,8 +279,8 @@ async fn evaluate(policy: &RemediationPolicy, ctx: &Context) -> Result<Action> {
     };
     // A failed request (a timeout, say) whose pod left the cache may have happened: a fresh
     // read settles it, and a Done record replaces the Failed one.
-    let cached: BTreeSet<&str> = observed.pods.iter().map(|p| p.uid.as_str()).collect();
-    for (key, record) in ctx.remember(&name, |m| m.failed_to_check(&cached)) {
+    let cached = |uid: &str| observed.pods.iter().any(|p| p.uid == uid);
+    for (key, record) in ctx.remember(&name, |m| m.failed_to_check(cached)) {
         let Ok(now) = ctx.writer.pod_now(&record.namespace, &record.name, &record.uid).await else {
             continue;
         };

@@ -12,8 +12,8 @@ use super::observed::{
     NodeControl, NodeObservation, NodeView, Outage, OwnerKey, Readiness, WorkloadRef,
 };
 use crate::crd::{
-    ActionKind, EXCLUDE_ANNOTATION, FencingRequirement, FencingSpec, Mode, OUT_OF_SERVICE_TAINT,
-    SHUTDOWN_TAINT,
+    ActionKind, EXCLUDE_ANNOTATION, FIELD_MANAGER, FencingRequirement, FencingSpec, Mode,
+    OUT_OF_SERVICE_TAINT, SHUTDOWN_TAINT,
 };
 
 /// A pod force delete: DELETE with `gracePeriodSeconds: 0` and a UID precondition.
@@ -187,6 +187,40 @@ pub struct FreshNode {
     /// The out-of-service taint's `timeAdded`, if the node has one with our value and effect:
     /// it is ours to undo only while it is the one our record names.
     pub out_of_service_added: Option<Timestamp>,
+}
+
+/// What an undo is about to change on the node.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UndoChanges {
+    /// Set `spec.unschedulable` to false.
+    pub uncordon: bool,
+    /// Remove the out-of-service taint.
+    pub remove_taint: bool,
+}
+
+/// What an undo may change on the node as freshly read: our cordon while our field manager
+/// alone owns `spec.unschedulable` (an admin who uncordoned and cordoned again owns it now),
+/// our taint while it is the one our record names (same `timeAdded`). The rest was changed by
+/// someone else since, and is theirs.
+pub fn undo_changes(node: &FreshNode) -> UndoChanges {
+    let record = &node.control.record;
+    let managers = &node.cordon_managers;
+    UndoChanges {
+        uncordon: record.cordoned.is_some()
+            && node.observation.unschedulable
+            && !managers.is_empty()
+            && managers.iter().all(|m| m == FIELD_MANAGER),
+        remove_taint: record.tainted.is_some()
+            && same_second(record.tainted, node.out_of_service_added),
+    }
+}
+
+/// Two instants equal to the second (a taint's `timeAdded` has whole seconds), both present.
+pub fn same_second(a: Option<Timestamp>, b: Option<Timestamp>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => a.duration_since(b).abs() < jiff::SignedDuration::from_secs(1),
+        _ => false,
+    }
 }
 
 /// What a fresh read of the policy says (`None` in [`LastLook::policy`]: it was deleted).

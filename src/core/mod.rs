@@ -41,7 +41,8 @@ pub mod zones;
 
 pub use action::{
     Action, Evict, ForceDelete, FreshNode, FreshPod, FreshPolicy, LastLook, NodeAction,
-    NodeActionKind, RemoveFinalizers, policy_still_enforces, removal_acted_key,
+    NodeActionKind, RemoveFinalizers, UndoChanges, policy_still_enforces, removal_acted_key,
+    same_second, undo_changes,
 };
 pub use duration::{DurationError, format_duration, parse_duration};
 pub use evidence::{Drought, EvidenceWindow, Suspension, lease_drought};

@@ -35,7 +35,7 @@
 //! rate limits need the whole cluster and are spent by the plan; the admission policy in the
 //! chart is the line after this one.
 
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 
 use crate::core::duration::add;
 use crate::core::rules::stale_readiness::EVENT_SLACK;
@@ -76,14 +76,7 @@ impl std::fmt::Display for Refusal {
     }
 }
 
-/// What an undo is about to change on the node.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct UndoChanges {
-    /// Set `spec.unschedulable` to false.
-    pub uncordon: bool,
-    /// Remove the out-of-service taint.
-    pub remove_taint: bool,
-}
+pub use crate::core::{UndoChanges, same_second};
 
 /// Everything the kernel is shown about one write.
 #[derive(Clone, Debug)]
@@ -349,14 +342,6 @@ fn undo(write: &Write<'_>, node: &FreshNode) -> Result<(), Refusal> {
         );
     }
     Ok(())
-}
-
-/// Two instants equal to the second (a taint's `timeAdded` has whole seconds), both present.
-pub fn same_second(a: Option<Timestamp>, b: Option<Timestamp>) -> bool {
-    match (a, b) {
-        (Some(a), Some(b)) => a.duration_since(b).abs() < SignedDuration::from_secs(1),
-        _ => false,
-    }
 }
 
 #[cfg(test)]

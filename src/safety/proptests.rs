@@ -60,15 +60,16 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use proptest::prelude::*;
 use proptest::test_runner::{RngSeed, TestCaseError};
 
-use super::{UndoChanges, Write, admit, same_second};
+use super::{UndoChanges, Write, admit};
 use crate::adapters::{NODE_LEASE_NAMESPACE, WatchedPod, node_record_json};
 use crate::controllers::state::{ClusterState, WatchedKind};
 use crate::core::evidence::{Drought, EvidenceWindow};
 use crate::core::observed::{NodeControl, NodeObservation, NodeView, Outage, Readiness};
+use crate::core::undo_changes;
 use crate::core::zones::{ZONE_LABEL, ZoneHold, held_zones};
 use crate::core::{
-    Acting, Action, CircuitMemory, FreshNode, NodeActionKind, NodeRecord, PastAction,
-    ValidatedPolicy, plan, validate,
+    Acting, Action, CircuitMemory, NodeActionKind, NodeRecord, PastAction, ValidatedPolicy, plan,
+    validate,
 };
 use crate::crd::{
     FIELD_MANAGER, FencingRequirement, Mode, NODE_ACTIONS_ANNOTATION, OUT_OF_SERVICE_TAINT,
@@ -1591,21 +1592,6 @@ impl Run {
                 self.deliver_node(i);
             }
         }
-    }
-}
-
-/// What an undo may change on the node as freshly read: the writer's rule (its `undo_changes`
-/// is private to it), restated.
-fn undo_changes(node: &FreshNode) -> UndoChanges {
-    let record = &node.control.record;
-    let managers = &node.cordon_managers;
-    UndoChanges {
-        uncordon: record.cordoned.is_some()
-            && node.observation.unschedulable
-            && !managers.is_empty()
-            && managers.iter().all(|m| m == FIELD_MANAGER),
-        remove_taint: record.tainted.is_some()
-            && same_second(record.tainted, node.out_of_service_added),
     }
 }
 

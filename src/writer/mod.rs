@@ -1069,16 +1069,14 @@ fn field_managers(node: &Node, path: &[&str]) -> Vec<String> {
 /// The `timeAdded` of the node's out-of-service taint with this operator's value and effect.
 fn out_of_service_added(node: &Node) -> Option<Timestamp> {
     let taints = node.spec.as_ref()?.taints.as_deref()?;
-    taints
-        .iter()
-        .find(|t| {
-            t.key == OUT_OF_SERVICE_TAINT
-                && t.effect == "NoExecute"
-                && t.value.as_deref() == Some(OUT_OF_SERVICE_VALUE)
-        })?
-        .time_added
-        .as_ref()
-        .map(|t| t.0)
+    taints.iter().find(|t| our_taint(t))?.time_added.as_ref().map(|t| t.0)
+}
+
+/// The out-of-service taint as this operator adds it (key, value, effect).
+pub(crate) fn our_taint(t: &k8s_openapi::api::core::v1::Taint) -> bool {
+    t.key == OUT_OF_SERVICE_TAINT
+        && t.effect == "NoExecute"
+        && t.value.as_deref() == Some(OUT_OF_SERVICE_VALUE)
 }
 
 mod evict;

@@ -12,15 +12,16 @@ use kube::runtime::events::EventType;
 use serde_json::json;
 use tracing::{info, warn};
 
-use super::{FIELD_MANAGER, Outcome, Writer, last_look};
+use super::{FIELD_MANAGER, Outcome, Writer, last_look, our_taint};
 use crate::adapters::{node_record_json, node_view};
-use crate::core::{Action, FreshNode, NodeAction, NodeActionKind, NodeRecord, ValidatedPolicy};
+use crate::core::{
+    Action, NodeAction, NodeActionKind, NodeRecord, UndoChanges, ValidatedPolicy, undo_changes,
+};
 use crate::crd::{
     ActionKind, ActionResult, Mode, NODE_ACTIONS_ANNOTATION, OUT_OF_SERVICE_TAINT,
     OUT_OF_SERVICE_VALUE, RecentAction, RemediationPolicy,
 };
 use crate::metrics::WriteKind;
-use crate::safety::{UndoChanges, same_second};
 
 impl Writer {
     /// Carries out (Enforce) or records (DryRun) one node action, with its Event on the node and
@@ -167,11 +168,6 @@ fn node_patch(
     let view = node_view(node);
     let mut record = NodeRecord { policy: Some(policy.name_any()), ..view.control.record.clone() };
     let taints = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
-    let ours = |t: &Taint| {
-        t.key == OUT_OF_SERVICE_TAINT
-            && t.effect == "NoExecute"
-            && t.value.as_deref() == Some(OUT_OF_SERVICE_VALUE)
-    };
     let (spec, annotation) = match kind {
         NodeActionKind::Cordon => {
             record.cordoned = Some(now);
@@ -194,7 +190,7 @@ fn node_patch(
                 spec.insert("unschedulable".into(), json!(false));
             }
             if undo.remove_taint {
-                let kept: Vec<&Taint> = taints.iter().filter(|t| !ours(t)).collect();
+                let kept: Vec<&Taint> = taints.iter().filter(|t| !our_taint(t)).collect();
                 spec.insert("taints".into(), json!(kept));
             }
             (serde_json::Value::Object(spec), serde_json::Value::Null)
@@ -207,23 +203,6 @@ fn node_patch(
         },
         "spec": spec,
     })
-}
-
-/// What an undo may change on the node as freshly read: our cordon while our field manager
-/// alone owns `spec.unschedulable` (an admin who uncordoned and cordoned again owns it now),
-/// our taint while it is the one our record names (same `timeAdded`). The rest was changed by
-/// someone else since, and is theirs.
-fn undo_changes(node: &FreshNode) -> UndoChanges {
-    let record = &node.control.record;
-    let managers = &node.cordon_managers;
-    UndoChanges {
-        uncordon: record.cordoned.is_some()
-            && node.observation.unschedulable
-            && !managers.is_empty()
-            && managers.iter().all(|m| m == FIELD_MANAGER),
-        remove_taint: record.tainted.is_some()
-            && same_second(record.tainted, node.out_of_service_added),
-    }
 }
 
 /// The Event reason of a node action's outcome: `Cordoned`, `WouldCordon`, `CordonSkipped`,
