@@ -14,7 +14,7 @@ use axum::routing::get;
 
 use tokio::sync::watch;
 
-use crate::controllers::watch::SharedState;
+use crate::index::watches::SharedState;
 use crate::leader::Leadership;
 use crate::metrics::Metrics;
 use crate::{Error, Result};

@@ -4,12 +4,14 @@
 //! - [`core`]: the pure decision core. No client, no async, no clock: `now` is a parameter.
 //! - [`crd`]: the `RemediationPolicy` custom resource types and their generated CRD.
 //! - [`adapters`]: turn Kubernetes objects into the core's views.
-//! - [`controllers`]: watch the cluster, keep the compact state, run the policy controller.
+//! - [`index`]: the watch index: one watch per kind, kept as a compact cluster state.
+//! - [`controllers`]: the policy controller and the blocked-rollout reporter.
 //! - [`writer`]: the only module that writes to the API server; DryRun records instead.
 //! - [`safety`]: the safety kernel every pod and node write passes right before it is sent.
 //! - [`leader`]: leader election on a Lease; only the leader acts.
 //! - [`clock`]: the operator's own clock, by which all evidence is timed.
-//! - [`cli`]: command-line entry points.
+//! - [`operator`]: the operator's wiring: watches, election, controller, probes.
+//! - [`cli`]: command-line entry points; they parse arguments and call the rest.
 //! - [`telemetry`]: logging set-up.
 //! - [`error`]: the crate's one error type.
 
@@ -21,10 +23,15 @@ pub mod core;
 pub mod crd;
 pub mod error;
 pub mod http;
+pub mod index;
 pub mod leader;
 pub mod metrics;
+pub mod operator;
 pub mod safety;
 pub mod telemetry;
 pub mod writer;
+
+#[cfg(test)]
+mod safety_histories;
 
 pub use error::{Error, Result};

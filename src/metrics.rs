@@ -38,7 +38,7 @@ pub struct StuckLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CauseLabels {
     pub policy: String,
-    /// A [`crate::core::stuck::StuckCause`] code.
+    /// A [`crate::core::live_node_cause::StuckCause`] code.
     pub cause: &'static str,
 }
 
@@ -313,7 +313,7 @@ impl Metrics {
         self.policy_invalid.remove(&PolicyLabels { policy: policy.to_string() });
         self.pods_needing_fencing.remove(&PolicyLabels { policy: policy.to_string() });
         self.stale_ready.remove(&PolicyLabels { policy: policy.to_string() });
-        for cause in crate::core::stuck::StuckCause::CODES {
+        for cause in crate::core::live_node_cause::StuckCause::CODES {
             self.live_node_stuck.remove(&CauseLabels { policy: policy.to_string(), cause });
         }
         for state in [NodeState::Healthy, NodeState::Unhealthy, NodeState::Dead] {

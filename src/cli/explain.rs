@@ -15,7 +15,7 @@ use super::snapshot::{self, PolicyPlan, Snapshot};
 use super::table::human;
 use super::{ConnectionArgs, StormArgs};
 use crate::adapters::kubelet_warnings;
-use crate::core::stuck::{StuckCause, diagnose};
+use crate::core::live_node_cause::{StuckCause, diagnose};
 use crate::core::{Action, Observed, Plan, Readiness, Verdict, parse_duration};
 use crate::{Error, Result};
 

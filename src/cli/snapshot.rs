@@ -16,11 +16,11 @@ use kube::api::{Api, ListParams, WatchEvent, WatchParams};
 
 use super::StormArgs;
 use crate::adapters::{NODE_LEASE_NAMESPACE, rearm_token};
-use crate::controllers::kinds::WATCHED;
 use crate::controllers::memory::PolicyMemory;
-use crate::controllers::state::{ClusterState, WatchedKind};
 use crate::core::{Acting, Observed, Plan, StormInput, circuit_memory, plan, validate};
 use crate::crd::{Mode, RemediationPolicy};
+use crate::index::kinds::WATCHED;
+use crate::index::state::{ClusterState, WatchedKind};
 use crate::{Error, Result};
 
 /// One policy's result.

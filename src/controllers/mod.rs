@@ -1,9 +1,7 @@
-//! The controllers: they watch the cluster, keep what the [adapters](crate::adapters) make of
-//! it, and hand the core's decisions to the writer.
+//! The controllers: the policy controller reads the [watch index](crate::index), asks the core
+//! what each policy decides and hands that to the writer; the rollout reporter tells about
+//! blocked rollouts whatever the policies say.
 
-pub mod kinds;
 pub mod memory;
 pub mod policy;
-pub mod rollouts;
-pub mod state;
-pub mod watch;
+pub mod rollout_reporter;

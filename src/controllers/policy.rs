@@ -17,9 +17,8 @@ use kube::{Client, ResourceExt};
 use tracing::{debug, info, warn};
 
 use super::memory::{EvidenceNews, Ledger, PolicyMemory};
-use super::watch::{SharedState, trigger_stream};
 use crate::adapters::rearm_token;
-use crate::core::stuck::StuckCause;
+use crate::core::live_node_cause::StuckCause;
 use crate::core::{
     Acting, CONDITION_INVALID, Evaluation, InvalidPolicy, MaxUnhealthy, NodeState, Observed, Plan,
     PodNow, StormInput, blocked_rollouts_in_scope, circuit_memory, desired_status,
@@ -27,6 +26,7 @@ use crate::core::{
     stale_ready, stuck_on_live_nodes, transition_notices, validate,
 };
 use crate::crd::{ActionKind, ActionResult, Mode, RemediationPolicy, RemediationPolicyStatus};
+use crate::index::watches::{SharedState, trigger_stream};
 use crate::metrics::{CauseLabels, ErrorLabels, Label, Metrics, PolicyLabels, StuckLabels};
 use crate::writer::{Commit, Notice, Writer};
 use crate::{Error, Result};
@@ -88,7 +88,7 @@ pub async fn run(
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     // Blocked rollouts are reported whatever the policies say, by the same (leading) process.
-    let reporter = tokio::spawn(super::rollouts::run(
+    let reporter = tokio::spawn(super::rollout_reporter::run(
         ctx.state.clone(),
         ctx.writer.clone(),
         ctx.metrics.clone(),
@@ -96,7 +96,8 @@ pub async fn run(
     ));
     let api: Api<RemediationPolicy> = Api::all(client);
     // A handful of policies: a paged list works on every API server.
-    let mut config = super::watch::watch_config(super::watch::InitialLists::Paged);
+    let mut config =
+        crate::index::watches::watch_config(crate::index::watches::InitialLists::Paged);
     if let Some(selector) = policy_selector {
         config = config.labels(&selector);
     }

@@ -11,7 +11,7 @@
 //! - the inputs: [`observed`] (pods, nodes, workloads, past actions), [`policy`] (the validated
 //!   spec), [`evidence`] (since when evidence is trusted);
 //! - the judgements of the inputs: [`node`] (alive, dying, dead, fenced), [`rollouts`] (which
-//!   rollouts Terminating pods block), [`stuck`] (why a pod is stuck on a live node);
+//!   rollouts Terminating pods block), [`live_node_cause`] (why a pod is stuck on a live node);
 //! - the vocabulary of decisions: [`verdict`] (why a pod is or is not released), [`action`] (what
 //!   the writer does, and the last look before it does);
 //! - [`guards`]: the circuit breaker, rate limit and per-owner budget every action passes;
@@ -24,18 +24,18 @@ pub mod action;
 pub mod duration;
 pub mod evidence;
 pub mod guards;
+pub mod live_node_cause;
 pub mod node;
-pub mod notices;
 pub mod observed;
-pub mod pending;
+pub mod pending_resolution;
 pub mod plan;
+pub mod pod_notices;
 pub mod policy;
 pub mod rollouts;
 pub mod rules;
 pub mod selector;
 pub mod status;
 pub mod storm;
-pub mod stuck;
 pub mod verdict;
 pub mod zones;
 
@@ -51,15 +51,15 @@ pub use node::{
     DeathEvidence, FencingEvidence, NodeHealth, NodeState, NodeSummary, assess_node,
     fencing_evidence, summarize_node,
 };
-pub use notices::{
-    FencingNotice, PodNotice, held_by_finalizers, needs_fencing, stale_ready, stuck_on_live_nodes,
-};
 pub use observed::{
     Acting, Backoff, CircuitMemory, NodeControl, NodeObservation, NodeRecord, NodeView, Observed,
     Outage, OwnerKey, OwnerRef, PastAction, PodView, Readiness, StormInput,
 };
-pub use pending::{PodNow, node_action_took_effect, resolve_failed, resolve_pending};
+pub use pending_resolution::{PodNow, node_action_took_effect, resolve_failed, resolve_pending};
 pub use plan::{Plan, PlanCounts, plan};
+pub use pod_notices::{
+    FencingNotice, PodNotice, held_by_finalizers, needs_fencing, stale_ready, stuck_on_live_nodes,
+};
 pub use policy::{
     FencingNeeds, Finalizers, InvalidPolicy, LiveNodeStuck, MaxUnhealthy, NodeActions,
     StormSettings, ValidatedPolicy, validate,

@@ -535,8 +535,10 @@ impl Default for RateLimitSpec {
     }
 }
 
-mod live_node;
-pub use live_node::{FinalizersSpec, LiveNodeStuckSpec, StaleReadinessAction, StaleReadinessSpec};
+mod live_node_rules;
+pub use live_node_rules::{
+    FinalizersSpec, LiveNodeStuckSpec, StaleReadinessAction, StaleReadinessSpec,
+};
 
 mod status;
 pub use status::{

@@ -345,6 +345,4 @@ fn undo(write: &Write<'_>, node: &FreshNode) -> Result<(), Refusal> {
 }
 
 #[cfg(test)]
-mod proptests;
-#[cfg(test)]
 mod tests;

@@ -12,9 +12,9 @@ use std::time::Instant;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::Node;
 use kube_remediator::adapters::WatchedPod;
-use kube_remediator::controllers::state::{ClusterState, WatchedKind};
 use kube_remediator::core::{plan, validate};
 use kube_remediator::crd::RemediationPolicySpec;
+use kube_remediator::index::state::{ClusterState, WatchedKind};
 use serde_json::json;
 
 const NODES: usize = 5_000;

@@ -1,18 +1,18 @@
 //! `liveNodeStuck` (field incident 3): a pod still Terminating on a node that is Ready, past its
 //! deletionTimestamp plus `liveNodeStuck.delayAfterGrace`. The cause is diagnosed
-//! ([`crate::core::stuck`]) and reported always; the pod is released only where the policy opts
+//! ([`crate::core::live_node_cause`]) and reported always; the pod is released only where the policy opts
 //! in: a force delete after `forceDeleteAfter` (never while a finalizer holds it: the delete
 //! would not remove it), or the removal of allowlisted finalizers (`finalizers.removable`) after
 //! `finalizers.removeAfter`.
 
 use jiff::Timestamp;
 
-use super::release::{Gate, finalizer_gate};
+use super::release_gates::{Gate, finalizer_gate};
 use crate::core::duration::{add, format_duration};
+use crate::core::live_node_cause::{StuckCause, diagnose};
 use crate::core::node::NodeSummary;
 use crate::core::observed::{NodeObservation, OwnerKey, PodView};
 use crate::core::policy::{LiveNodeStuck, ValidatedPolicy};
-use crate::core::stuck::{StuckCause, diagnose};
 use crate::core::verdict::NotEligible;
 use crate::crd::FencingRequirement;
 

@@ -1,7 +1,7 @@
 //! The rules: one module each, each saying which Terminating pods it applies to and with which
 //! `delayAfterGrace`. Here they are composed: for every Terminating pod on an in-scope node, the
 //! rules that apply (the shortest delay wins; none: `RuleDisabled`), then the shared release
-//! gates ([`release`]), then a verdict and, for an eligible pod, a candidate action.
+//! gates ([`release_gates`]), then a verdict and, for an eligible pod, a candidate action.
 //!
 //! The candidates still have to pass the guards every destructive action shares
 //! ([`crate::core::guards`]); the plan spends those, oldest threshold first.
@@ -9,7 +9,7 @@
 pub mod live_node_stuck;
 pub mod node_actions;
 pub mod recreate_rollouts;
-pub mod release;
+pub mod release_gates;
 pub mod stale_readiness;
 pub mod stuck_terminating;
 
@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use jiff::{SignedDuration, Timestamp};
 
 use self::live_node_stuck::StuckPod;
-use self::release::{Gate, Release, fencing_requirement, selected_kind};
+use self::release_gates::{Gate, Release, fencing_requirement, selected_kind};
 use super::action::{Action, ForceDelete, RemoveFinalizers};
 use super::duration::add;
 use super::evidence::Suspension;
@@ -193,5 +193,5 @@ fn dead_node_gate(
         return Gate::Blocked(NotEligible::RuleDisabled, None);
     };
     let note = recreate_rollouts::note(pod).unwrap_or_default();
-    release::gate(pod, node, observed, policy, &Release { delay, note }, deleted_at, now)
+    release_gates::gate(pod, node, observed, policy, &Release { delay, note }, deleted_at, now)
 }

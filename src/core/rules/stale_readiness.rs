@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 
-use super::release::selected_kind;
+use super::release_gates::selected_kind;
 use crate::core::action::{Action, Evict};
 use crate::core::duration::{add, format_duration};
 use crate::core::node::{NodeState, NodeSummary};

@@ -50,7 +50,7 @@ const NEEDED: &[Need] = &[
         resource: "nodes",
         names: &[],
         verbs: &["get", "list", "watch"],
-        why: "the node watch (controllers/kinds.rs, cli/run.rs preflight); the writer re-reads \
+        why: "the node watch (index/kinds.rs, cli/run.rs preflight); the writer re-reads \
               the pod's node just before a force delete (writer/mod.rs)",
     },
     Need {
@@ -109,7 +109,7 @@ const NEEDED: &[Need] = &[
         resource: "deployments",
         names: &[],
         verbs: &["list", "watch"],
-        why: "Recreate rollouts blocked by Terminating pods (controllers/rollouts.rs)",
+        why: "Recreate rollouts blocked by Terminating pods (controllers/rollout_reporter.rs)",
     },
     Need {
         when: None,
@@ -118,7 +118,7 @@ const NEEDED: &[Need] = &[
         resource: "statefulsets",
         names: &[],
         verbs: &["list", "watch"],
-        why: "StatefulSets blocked by a Terminating pod (controllers/rollouts.rs)",
+        why: "StatefulSets blocked by a Terminating pod (controllers/rollout_reporter.rs)",
     },
     Need {
         when: None,

@@ -2,7 +2,7 @@
 //!
 //! Each kind says, in one `impl` of [`Watched`], where its objects are and what each of them
 //! does to the [`ClusterState`]. The table [`WATCHED`] lists the kinds; the watches
-//! ([`super::watch`]), `plan`'s one-shot listing and the start-up permission check all go through
+//! ([`super::watches`]), `plan`'s one-shot listing and the start-up permission check all go through
 //! it, so a new kind is one `impl` and one table row.
 
 use std::fmt::Debug;
@@ -21,7 +21,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::state::{Change, ClusterState, WatchedKind};
-use super::watch::{InitialLists, SharedState, WatchCtx, spawn};
+use super::watches::{InitialLists, SharedState, WatchCtx, spawn};
 use crate::adapters::{
     NODE_LEASE_NAMESPACE, WatchedPod, deployment_view, replica_set_view, stateful_set_view,
 };
@@ -137,7 +137,7 @@ impl Watched for ReplicaSet {
 pub trait KindOps: Sync {
     fn kind(&self) -> WatchedKind;
 
-    /// Starts the kind's watch into the shared state (see [`super::watch`]).
+    /// Starts the kind's watch into the shared state (see [`super::watches`]).
     fn spawn_watch(&self, client: Client, ctx: WatchCtx) -> JoinHandle<()>;
 
     /// Lists one object's metadata: proves the operator may list the kind.
@@ -179,7 +179,7 @@ impl<K: Watched> KindOps for Ops<K> {
         Box::pin(async move {
             let api = K::api(client);
             state.list_started(K::KIND);
-            let mut lp = ListParams::default().limit(super::watch::PAGE_SIZE);
+            let mut lp = ListParams::default().limit(super::watches::PAGE_SIZE);
             let mut version = None;
             loop {
                 let page = api.list(&lp).await?;

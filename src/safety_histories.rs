@@ -60,9 +60,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use proptest::prelude::*;
 use proptest::test_runner::{RngSeed, TestCaseError};
 
-use super::{UndoChanges, Write, admit};
 use crate::adapters::{NODE_LEASE_NAMESPACE, WatchedPod, node_record_json};
-use crate::controllers::state::{ClusterState, WatchedKind};
 use crate::core::evidence::{Drought, EvidenceWindow};
 use crate::core::observed::{NodeControl, NodeObservation, NodeView, Outage, Readiness};
 use crate::core::undo_changes;
@@ -75,6 +73,8 @@ use crate::crd::{
     FIELD_MANAGER, FencingRequirement, Mode, NODE_ACTIONS_ANNOTATION, OUT_OF_SERVICE_TAINT,
     OUT_OF_SERVICE_VALUE, RemediationPolicy, RemediationPolicySpec, SHUTDOWN_TAINT,
 };
+use crate::index::state::{ClusterState, WatchedKind};
+use crate::safety::{UndoChanges, Write, admit};
 use crate::writer::last_look;
 
 // ---------------------------------------------------------------------------------------------
@@ -1360,7 +1360,7 @@ impl Run {
     }
 
     /// The kernel's word on `action` with a last look read now; with what an undo changes.
-    fn kernel(&self, action: &Action) -> (Result<(), super::Refusal>, Option<UndoChanges>) {
+    fn kernel(&self, action: &Action) -> (Result<(), crate::safety::Refusal>, Option<UndoChanges>) {
         let (pod, node, lease) = self.fresh_reads(action);
         let look =
             last_look(pod.as_ref(), node.as_ref(), lease.as_ref(), Some(&self.policy_object));

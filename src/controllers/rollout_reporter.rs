@@ -11,8 +11,8 @@ use kube::runtime::events::EventType;
 use tokio::sync::watch;
 use tracing::info;
 
-use super::watch::SharedState;
 use crate::core::rollouts::{BlockCause, BlockedRollout, WorkloadKind, WorkloadRef};
+use crate::index::watches::SharedState;
 use crate::metrics::{BlockedLabels, Label, Metrics};
 use crate::writer::Writer;
 

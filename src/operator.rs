@@ -1,0 +1,241 @@
+//! The operator's wiring, as `kube-remediator run` starts it. Watches nodes, kubelet Leases, pods, namespaces, claims
+//! and RemediationPolicies, and carries out (Enforce) or records (DryRun) what each policy
+//! decides.
+//!
+//! With leader election (the default) every replica runs the watches, so a follower's caches are
+//! synced when it takes over, but only the holder of the leader Lease runs the policy controller,
+//! and the writer refuses every mutation while this replica does not hold it. A leader that loses
+//! the Lease exits with a failure, and Kubernetes restarts it as a follower; SIGTERM releases the
+//! Lease, so that a follower takes over at once, and exits 0.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use kube::Client;
+use kube::api::{Api, ListParams};
+use tracing::{error, info, warn};
+
+use crate::controllers::policy::{self, Context};
+use crate::crd::RemediationPolicy;
+use crate::http::{self, Health};
+use crate::index::kinds::{WATCHED, spawn_watches};
+use crate::index::state::ClusterState;
+use crate::index::watches::InitialLists;
+use crate::leader::{self, Ended, LeaderElection, Leadership};
+use crate::metrics::Metrics;
+use crate::writer::Writer;
+use crate::{Error, Result};
+
+/// What `kube-remediator run` was told (see its `--help` for each).
+#[derive(Debug)]
+pub struct Config {
+    pub metrics_addr: SocketAddr,
+    pub policy_selector: Option<String>,
+    pub instance: Option<String>,
+    pub leader_elect: bool,
+    pub leader_election_namespace: Option<String>,
+    pub leader_election_lease: String,
+    pub lease_duration: u64,
+    /// `None`: chosen by the API server's version.
+    pub initial_lists: Option<InitialLists>,
+    pub max_unhealthy_nodes_in_cluster: crate::core::MaxUnhealthy,
+    /// Test builds only: where the e2e tests hold the writer (see `run --help` of a test build).
+    #[cfg(feature = "e2e-hooks")]
+    pub e2e_hold_dir: Option<std::path::PathBuf>,
+}
+
+pub async fn run(client: Client, writer_client: Client, config: Config) -> Result<ExitCode> {
+    preflight(&client).await?;
+
+    let metrics = Arc::new(Metrics::new());
+    let state = Arc::new(RwLock::new(ClusterState::new()));
+    let (trigger_tx, trigger_rx) = tokio::sync::watch::channel(0u64);
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+
+    let lists = match config.initial_lists {
+        Some(lists) => lists,
+        None => match client.apiserver_version().await {
+            Ok(v) => InitialLists::for_server(&v.major, &v.minor),
+            Err(e) => {
+                warn!(error = %e, "cannot read the API server's version: paged lists");
+                InitialLists::Paged
+            }
+        },
+    };
+    info!(
+        initial_lists = lists.as_str(),
+        "watches get the current state by {} lists",
+        lists.as_str()
+    );
+    let watches = spawn_watches(client.clone(), state.clone(), trigger_tx, metrics.clone(), lists);
+
+    let instance = config.instance.clone().or_else(|| {
+        std::fs::read_to_string("/proc/sys/kernel/hostname").ok().map(|h| h.trim().to_string())
+    });
+    let mut election = start_election(&config, client.clone(), instance.as_deref(), &metrics);
+
+    // Readiness is read from the caches and the leadership when probed.
+    let health = Arc::new(Health { state: state.clone(), leadership: election.subscribe() });
+    let http_task = {
+        let mut stop = stop_rx.clone();
+        tokio::spawn(http::serve(config.metrics_addr, metrics.clone(), health, async move {
+            let _ = stop.wait_for(|s| *s).await;
+        }))
+    };
+
+    let writer =
+        Writer::new(writer_client, metrics.clone(), instance).with_leader_guard(election.guard());
+    #[cfg(feature = "e2e-hooks")]
+    let writer = writer.with_e2e_hold_dir(config.e2e_hold_dir);
+    let cluster_limit = config.max_unhealthy_nodes_in_cluster;
+    let ctx = Arc::new(Context::new(state, writer, metrics, cluster_limit));
+    info!(selector = config.policy_selector.as_deref().unwrap_or(""), "kube-remediator started");
+    let mut controller = tokio::spawn(controller_when_leading(
+        client,
+        ctx,
+        trigger_rx,
+        config.policy_selector,
+        election.subscribe(),
+        stop_rx.clone(),
+    ));
+    let mut controller_done = false;
+
+    let code = tokio::select! {
+        biased;
+        ended = election.ended() => match ended? {
+            // The guard is closed already: this process never acts again. Kubernetes restarts
+            // it as a follower with fresh state.
+            Ended::Lost(reason) => {
+                error!(%reason, "lost the leader Lease: exiting, to be restarted as a follower");
+                return Ok(ExitCode::FAILURE);
+            }
+            Ended::Released => ExitCode::SUCCESS,
+        },
+        _ = shutdown_signal() => {
+            info!("shutting down");
+            ExitCode::SUCCESS
+        }
+        result = &mut controller => {
+            controller_done = true;
+            warn!("the policy controller stopped");
+            if result.is_err() { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+        }
+        result = http_task => match result {
+            Ok(Err(e)) => return Err(e),
+            _ => {
+                warn!("the HTTP server stopped");
+                ExitCode::SUCCESS
+            }
+        },
+    };
+    // Let running reconciles finish while the Lease is still held, then hand it over.
+    let _ = stop_tx.send(true);
+    if !controller_done && tokio::time::timeout(SHUTDOWN_GRACE, &mut controller).await.is_err() {
+        warn!("the policy controller did not stop within {SHUTDOWN_GRACE:?}");
+    }
+    election.release().await;
+    for w in watches {
+        w.abort();
+    }
+    Ok(code)
+}
+
+fn start_election(
+    config: &Config,
+    client: Client,
+    instance: Option<&str>,
+    metrics: &Arc<Metrics>,
+) -> LeaderElection {
+    if !config.leader_elect {
+        info!("leader election is off: this replica acts alone");
+        return LeaderElection::disabled(metrics);
+    }
+    let config = leader::Config {
+        namespace: config
+            .leader_election_namespace
+            .clone()
+            .unwrap_or_else(leader::default_namespace),
+        lease: config.leader_election_lease.clone(),
+        identity: leader::identity(instance),
+        lease_duration: Duration::from_secs(config.lease_duration),
+    };
+    LeaderElection::start(client, config, metrics.clone())
+}
+
+/// A follower stands by with its caches synced; the policy controller runs once it leads,
+/// until `stop`.
+async fn controller_when_leading(
+    client: Client,
+    ctx: Arc<Context>,
+    trigger: tokio::sync::watch::Receiver<u64>,
+    policy_selector: Option<String>,
+    mut leadership: tokio::sync::watch::Receiver<Leadership>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let leads = tokio::select! {
+        led = leadership.wait_for(Leadership::is_leader) => led.is_ok(),
+        _ = stop.wait_for(|s| *s) => return,
+    };
+    if !leads {
+        // The election ended without this replica leading: `run` handles that.
+        let _ = stop.wait_for(|s| *s).await;
+        return;
+    }
+    info!("leading: starting the policy controller");
+    policy::run(client, ctx, trigger, policy_selector, async move {
+        let _ = stop.wait_for(|s| *s).await;
+    })
+    .await;
+}
+
+/// How long running reconciles may take to finish on shutdown.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// Resolves on SIGTERM or SIGINT.
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {},
+            _ = term.recv() => {},
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}
+
+/// Checks at start-up that the CRD is installed and that every list the operator needs is
+/// allowed, so a missing CRD or RBAC rule is one clear error instead of endless retries.
+pub async fn preflight(client: &Client) -> Result<()> {
+    let lp = ListParams::default().limit(1);
+    match Api::<RemediationPolicy>::all(client.clone()).list(&lp).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 404 => return Err(Error::CrdMissing),
+        Err(e) => return Err(classify("list", "remediationpolicies", e)),
+    }
+    for kind in WATCHED {
+        let resource = kind.kind().as_str();
+        kind.check_list(client.clone()).await.map_err(|e| classify("list", resource, e))?;
+    }
+    Ok(())
+}
+
+fn classify(verb: &'static str, resource: &'static str, e: kube::Error) -> Error {
+    match e {
+        kube::Error::Api(s) if s.code == 403 => {
+            Error::Forbidden { verb, resource, message: s.message }
+        }
+        source => Error::List { kind: resource, source },
+    }
+}
