@@ -8,7 +8,7 @@
 #
 # tools/image builds the same image without a container engine (the same build command on the
 # same files, the layer assembled with crane), and tools/test checks and runs that image in CI.
-# tests/e2e/chart/dockerfile.rs (chart-dockerfile) keeps this file in step with tools/image and
+# tests/packaging/chart/dockerfile.rs (chart-dockerfile) keeps this file in step with tools/image and
 # the Helm chart (build command, user, port, binary path, labels).
 #
 # What a static glibc binary cannot do: load NSS modules, so it resolves no host names through

@@ -13,7 +13,6 @@ mod control_plane;
 mod explain;
 mod faults;
 mod fixtures;
-mod image;
 mod leader;
 mod live_node;
 mod network;
@@ -60,7 +59,6 @@ fn main() {
         safety_pods::trials(),
         stale_readiness::trials(),
         chart::trials(),
-        image::trials(),
         leader::trials(),
     ]
     .into_iter()

@@ -96,13 +96,10 @@ impl TestBin {
         Self::locate_set("KUBE_REMEDIATOR_TESTBIN", &[])
     }
 
-    /// The release tools (crane, promtool): `$KUBE_REMEDIATOR_SHIPBIN` if set, otherwise
-    /// `tools/testbin ship`, which builds them on first use.
-    pub fn locate_ship() -> Result<TestBin> {
-        Self::locate_set("KUBE_REMEDIATOR_SHIPBIN", &["ship"])
-    }
-
-    fn locate_set(variable: &str, args: &[&str]) -> Result<TestBin> {
+    /// One set of `tools/testbin`: the directory in `$variable` if set, otherwise the one
+    /// `tools/testbin ARGS` prints (building what is missing). The packaging trials find the
+    /// release tools (crane, promtool) with it, the benchmarks the Go peer.
+    pub fn locate_set(variable: &str, args: &[&str]) -> Result<TestBin> {
         if let Ok(dir) = std::env::var(variable) {
             return Ok(TestBin { dir: PathBuf::from(dir) });
         }
@@ -593,7 +590,7 @@ pub fn free_port() -> Result<u16> {
 
 /// Writes at Metadata level (who, what, when), reads and kwok's heartbeats not at all. The first
 /// rule records every request, reads too, of the service accounts of the namespace `measured`,
-/// as which `tests/bench/rss.rs` runs the processes it measures, to count their LISTs and
+/// as which `benches/rss.rs` runs the processes it measures, to count their LISTs and
 /// WATCHes; no test uses that namespace.
 const AUDIT_POLICY: &str = r#"apiVersion: audit.k8s.io/v1
 kind: Policy

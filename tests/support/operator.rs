@@ -31,6 +31,12 @@ pub fn binary() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("kube-remediator"))
 }
 
+/// Where `tools/image` wrote the image (`$KUBE_REMEDIATOR_IMAGE`, set by `tools/test`), if this
+/// run is to check it.
+pub fn image_dir() -> Option<PathBuf> {
+    std::env::var_os("KUBE_REMEDIATOR_IMAGE").filter(|v| !v.is_empty()).map(PathBuf::from)
+}
+
 /// A running operator process; killed on drop.
 pub struct Operator {
     child: Child,

@@ -1,4 +1,4 @@
-// Tools module: builds the Go peer of the whole-process benchmark (tests/bench/rss.rs), a
+// Tools module: builds the Go peer of the whole-process benchmark (benches/rss.rs), a
 // controller-runtime program doing kube-remediator's core job, to compare memory, CPU and API load.
 module kube-remediator.dev/tools/peer
 

@@ -1,4 +1,4 @@
-// Command peer is the Go peer of kube-remediator's whole-process benchmark (tests/bench/rss.rs):
+// Command peer is the Go peer of kube-remediator's whole-process benchmark (benches/rss.rs):
 // a controller-runtime program that does kube-remediator's core job on the same policy, so both
 // can be measured on the same control plane, in the same run, by the same tool (/proc and the API
 // server's audit log).

@@ -24,9 +24,8 @@ use kube_remediator::crd::{EXCLUDE_ANNOTATION, SHUTDOWN_TAINT};
 use serde_json::json;
 
 use super::install::{client_for, write_impersonating_kubeconfig};
-use super::package::package;
-use super::{Helm, helm_async};
 use crate::fixtures::uid;
+use crate::support::chart::{Helm, helm_async, package};
 use crate::support::env::{TEST_LABEL, ZONE_LABEL, pod_is_ready};
 use crate::support::operator::Operator;
 use crate::support::{TestEnv, install_crd, shared_cluster, wait_for};

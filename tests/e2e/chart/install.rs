@@ -23,12 +23,11 @@ use kube_remediator::adapters::NODE_LEASE_NAMESPACE;
 use kube_remediator::crd::RemediationPolicy;
 use serde_json::json;
 
-use super::package::package;
-use super::rbac::{Grant, Scope, needed, refused};
-use super::{Helm, LEADER_LEASE, helm_async};
+use crate::support::chart::{Helm, LEADER_LEASE, helm_async, package};
 use crate::support::cluster::Cluster;
 use crate::support::env::TEST_LABEL;
-use crate::support::operator::{Operator, binary};
+use crate::support::operator::{Operator, binary, image_dir};
+use crate::support::rbac::{Grant, Scope, needed, refused};
 use crate::support::{TestEnv, install_crd, shared_cluster, wait_for};
 
 pub(super) async fn installed_chart_grants_enough_and_no_more(env: &TestEnv) -> Result<()> {
@@ -339,7 +338,7 @@ fn code<T>(result: kube::Result<T>) -> u16 {
 
 /// The digest `tools/image` printed, when this run checks the image (`$KUBE_REMEDIATOR_IMAGE`).
 fn image_digest() -> Result<Option<String>> {
-    let Some(dir) = crate::image::image_dir() else {
+    let Some(dir) = image_dir() else {
         return Ok(None);
     };
     let path = dir.join("digest");

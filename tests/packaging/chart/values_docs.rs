@@ -8,7 +8,7 @@ use anyhow::{Context, Result, ensure};
 use serde_json::Value;
 use yaml_serde::Value as Yaml;
 
-use super::CHART;
+use crate::support::chart::CHART;
 use crate::support::cluster::repo_root;
 
 const BEGIN: &str =
@@ -53,7 +53,7 @@ pub(super) fn values_yaml_schema_and_readme_agree() -> Result<()> {
     }
     anyhow::bail!(
         "{} has a values table that differs from values.yaml and values.schema.json; regenerate it \
-         with UPDATE_GENERATED=1 cargo test --test e2e -- --exact chart-values-docs",
+         with UPDATE_GENERATED=1 cargo test --test packaging -- --exact chart-values-docs",
         readme_path.display()
     )
 }

@@ -1,20 +1,14 @@
-//! `chart-rbac`: the chart's ClusterRole and Roles grant exactly [`NEEDED`], the table of what the
-//! code calls, to the chart's ServiceAccount alone, without wildcards. [`needed`] and
-//! [`refused`] are also what `chart-install` asks the API server about.
+//! What kube-remediator asks the API server for ([`NEEDED`]) and must be refused ([`refused`]):
+//! `chart-rbac` (packaging) checks the chart's roles against the first, `chart-install` (e2e)
+//! asks the API server about both.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
-use anyhow::{Context, Result, bail, ensure};
-use kube_remediator::adapters::NODE_LEASE_NAMESPACE;
-use serde_json::{Value, json};
-
-use super::{Helm, LEADER_LEASE, documents, of_kind, one, str_at, strings};
-
-// ----- What the code needs from the API server ---------------------------------------------
+use super::chart::LEADER_LEASE;
 
 /// Where a grant applies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(super) enum Scope {
+pub enum Scope {
     /// Every namespace, and cluster-scoped objects: the ClusterRole.
     Cluster,
     /// The kubelets' Lease namespace (`kube-node-lease`): a Role there.
@@ -200,13 +194,13 @@ const NEEDED: &[Need] = &[
 
 /// One verb on one resource (and name) in one scope.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(super) struct Grant {
-    pub(super) scope: Scope,
-    pub(super) group: String,
-    pub(super) resource: String,
+pub struct Grant {
+    pub scope: Scope,
+    pub group: String,
+    pub resource: String,
     /// Empty for any name.
-    pub(super) name: String,
-    pub(super) verb: String,
+    pub name: String,
+    pub verb: String,
 }
 
 impl std::fmt::Display for Grant {
@@ -220,7 +214,7 @@ impl std::fmt::Display for Grant {
     }
 }
 
-fn grant(scope: Scope, group: &str, resource: &str, name: &str, verb: &str) -> Grant {
+pub fn grant(scope: Scope, group: &str, resource: &str, name: &str, verb: &str) -> Grant {
     Grant {
         scope,
         group: group.into(),
@@ -232,7 +226,7 @@ fn grant(scope: Scope, group: &str, resource: &str, name: &str, verb: &str) -> G
 
 /// [`NEEDED`] as single grants, each with why the code needs it; without the leader-election
 /// Lease unless `leader_election`, and with the needs of the chart values in `enabled` only.
-pub(super) fn needed(leader_election: bool, enabled: &[&str]) -> BTreeMap<Grant, &'static str> {
+pub fn needed(leader_election: bool, enabled: &[&str]) -> BTreeMap<Grant, &'static str> {
     NEEDED
         .iter()
         .filter(|n| leader_election || n.scope != Scope::Release)
@@ -249,7 +243,7 @@ pub(super) fn needed(leader_election: bool, enabled: &[&str]) -> BTreeMap<Grant,
 }
 
 /// Requests kube-remediator must be refused (`chart-install` asks the API server).
-pub(super) fn refused() -> Vec<Grant> {
+pub fn refused() -> Vec<Grant> {
     use Scope::*;
     let g = grant;
     vec![
@@ -296,115 +290,4 @@ pub(super) fn refused() -> Vec<Grant> {
         g(Cluster, "rbac.authorization.k8s.io", "clusterroles", "", "escalate"),
         g(Cluster, "apps", "deployments", "", "update"),
     ]
-}
-
-// ----- chart-rbac --------------------------------------------------------------------------------
-
-pub(super) fn rbac_is_exactly_what_the_code_needs() -> Result<()> {
-    let helm = Helm::new()?;
-    let namespace = "remediator-system";
-    for (leader_election, enabled, extra) in [
-        (true, vec![], vec!["--set", "serviceAccount.name=remediator"]),
-        (false, vec![], vec!["--set", "leaderElection.enabled=false"]),
-        (true, vec!["nodeActions.enabled"], vec!["--set", "nodeActions.enabled=true"]),
-    ] {
-        let docs = documents(&helm.template("rbac", namespace, &extra)?)?;
-        let granted =
-            chart_grants(&docs, namespace).with_context(|| format!("with {}", extra.join(" ")))?;
-        let want = needed(leader_election, &enabled);
-        let missing: Vec<String> = want
-            .iter()
-            .filter(|(g, _)| !granted.contains(g))
-            .map(|(g, why)| format!("{g} ({why})"))
-            .collect();
-        let extra_grants: Vec<String> =
-            granted.iter().filter(|g| !want.contains_key(g)).map(Grant::to_string).collect();
-        ensure!(
-            missing.is_empty() && extra_grants.is_empty(),
-            "the chart's RBAC ({}) differs from NEEDED in tests/e2e/chart/rbac.rs:\n  \
-             the code needs, the chart does not grant: {missing:#?}\n  \
-             the chart grants, the code does not need: {extra_grants:#?}",
-            extra.join(" ")
-        );
-    }
-    Ok(())
-}
-
-/// What the rendered ClusterRoles and Roles grant the chart's ServiceAccount, through their
-/// bindings. Fails on wildcards, unbound roles, and bindings to anyone else.
-fn chart_grants(docs: &[Value], namespace: &str) -> Result<BTreeSet<Grant>> {
-    let sa = one(docs, "ServiceAccount")?;
-    let sa_name = str_at(sa, "/metadata/name");
-    let deploy = one(docs, "Deployment")?;
-    ensure!(
-        str_at(deploy, "/spec/template/spec/serviceAccountName") == sa_name,
-        "the pods do not run as ServiceAccount {sa_name}"
-    );
-    let want_subject =
-        json!([{ "kind": "ServiceAccount", "name": sa_name, "namespace": namespace }]);
-
-    let mut grants = BTreeSet::new();
-    let mut bound = BTreeSet::new();
-    for (binding_kind, role_kind) in
-        [("ClusterRoleBinding", "ClusterRole"), ("RoleBinding", "Role")]
-    {
-        for binding in of_kind(docs, binding_kind) {
-            let binding_ns = str_at(binding, "/metadata/namespace");
-            let name = str_at(binding, "/metadata/name");
-            ensure!(
-                binding["subjects"] == want_subject,
-                "{binding_kind} {name} binds {}, not the ServiceAccount alone",
-                binding["subjects"]
-            );
-            ensure!(
-                str_at(binding, "/roleRef/kind") == role_kind,
-                "{binding_kind} {name} refers to a {}",
-                str_at(binding, "/roleRef/kind")
-            );
-            let role_name = str_at(binding, "/roleRef/name");
-            let role = of_kind(docs, role_kind)
-                .into_iter()
-                .find(|r| {
-                    str_at(r, "/metadata/name") == role_name
-                        && str_at(r, "/metadata/namespace") == binding_ns
-                })
-                .with_context(|| format!("{binding_kind} {name}: no {role_kind} {role_name}"))?;
-            bound.insert((role_kind, binding_ns.to_string(), role_name.to_string()));
-            let scope = match (role_kind, binding_ns) {
-                ("ClusterRole", _) => Scope::Cluster,
-                (_, ns) if ns == NODE_LEASE_NAMESPACE => Scope::NodeLeases,
-                (_, ns) if ns == namespace => Scope::Release,
-                (_, ns) => bail!("Role {role_name} in unexpected namespace {ns:?}"),
-            };
-            for rule in role["rules"].as_array().into_iter().flatten() {
-                ensure!(rule.get("nonResourceURLs").is_none(), "{role_name}: {rule}");
-                let names = strings(&rule["resourceNames"]);
-                let names = if names.is_empty() { vec![String::new()] } else { names };
-                for group in strings(&rule["apiGroups"]) {
-                    for resource in strings(&rule["resources"]) {
-                        for verb in strings(&rule["verbs"]) {
-                            ensure!(
-                                ![&group, &resource, &verb].iter().any(|s| s.contains('*')),
-                                "{role_kind} {role_name} has a wildcard: {rule}"
-                            );
-                            for name in &names {
-                                grants.insert(grant(scope, &group, &resource, name, &verb));
-                            }
-                        }
-                    }
-                }
-            }
-        }
-    }
-    for kind in ["ClusterRole", "Role"] {
-        for role in of_kind(docs, kind) {
-            let key = (
-                kind,
-                str_at(role, "/metadata/namespace").to_string(),
-                str_at(role, "/metadata/name").to_string(),
-            );
-            ensure!(bound.contains(&key), "{kind} {} is bound to nobody", key.2);
-        }
-    }
-    Ok(grants)
 }

@@ -22,7 +22,7 @@ use kube::config::Kubeconfig;
 use serde_json::json;
 
 use crate::support::Cluster;
-use crate::support::cluster::{TestBin, free_port, repo_root};
+use crate::support::cluster::{TestBin, free_port};
 use crate::support::operator::http_get;
 
 /// The namespace of the measured processes' service accounts; the audit policy names its group.
@@ -31,24 +31,7 @@ pub const MEASURED_NAMESPACE: &str = "measured";
 /// The Go peer (`tools/peer`): `$KUBE_REMEDIATOR_BENCHBIN/peer` if set, otherwise built (on
 /// first use) by `tools/testbin bench`, with its `VERSIONS` file (controller-runtime, client-go).
 pub fn locate_peer() -> Result<(PathBuf, String)> {
-    let dir = match std::env::var("KUBE_REMEDIATOR_BENCHBIN") {
-        Ok(dir) => PathBuf::from(dir),
-        Err(_) => {
-            let script = repo_root().join("tools/testbin");
-            let out = Command::new("bash")
-                .arg(&script)
-                .arg("bench")
-                .stderr(Stdio::inherit())
-                .output()
-                .with_context(|| format!("running {} bench", script.display()))?;
-            if !out.status.success() {
-                bail!("{} bench failed (see its messages above)", script.display());
-            }
-            let stdout = String::from_utf8_lossy(&out.stdout);
-            PathBuf::from(stdout.lines().last().unwrap_or_default().trim())
-        }
-    };
-    let bin = TestBin { dir };
+    let bin = TestBin::locate_set("KUBE_REMEDIATOR_BENCHBIN", &["bench"])?;
     let versions = std::fs::read_to_string(bin.path("VERSIONS")).unwrap_or_default();
     Ok((bin.path("peer"), versions.split_whitespace().collect::<Vec<_>>().join(", ")))
 }

@@ -8,7 +8,8 @@ use std::collections::BTreeSet;
 use anyhow::{Context, Result, ensure};
 use serde_json::{Value, json};
 
-use super::{CHART, DEFAULT_RELEASE, Helm, LEADER_LEASE, documents, of_kind, one, str_at, strings};
+use super::{DEFAULT_RELEASE, documents, of_kind, one, str_at, strings};
+use crate::support::chart::{CHART, Helm, LEADER_LEASE};
 use crate::support::cluster::repo_root;
 
 /// Every optional feature on, every value changed.

@@ -10,10 +10,19 @@ use std::process::Command;
 use anyhow::{Context, Result, ensure};
 use serde_json::json;
 
-use super::{DEFAULT_RELEASE, Helm, documents, one};
+use super::{DEFAULT_RELEASE, documents, one};
+use crate::support::chart::Helm;
 use crate::support::cluster::{TestBin, repo_root};
 
-const TESTS: &str = "tests/e2e/chart/alerts.test.yaml";
+const TESTS: &str = "tests/packaging/chart/alerts.test.yaml";
+
+impl TestBin {
+    /// The release tools (crane, promtool): `$KUBE_REMEDIATOR_SHIPBIN` if set, otherwise
+    /// `tools/testbin ship`, which builds them on first use.
+    fn locate_ship() -> Result<TestBin> {
+        Self::locate_set("KUBE_REMEDIATOR_SHIPBIN", &["ship"])
+    }
+}
 
 pub(super) fn alerts_pass_promtool() -> Result<()> {
     let rendered = Helm::new()?.template(

@@ -5,7 +5,8 @@
 
 use anyhow::{Context, Result, ensure};
 
-use super::{DEFAULT_RELEASE, Helm, documents, one};
+use super::{DEFAULT_RELEASE, documents, one};
+use crate::support::chart::Helm;
 use crate::support::cluster::repo_root;
 
 pub(super) fn dockerfile_builds_what_the_chart_runs() -> Result<()> {

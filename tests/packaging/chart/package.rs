@@ -4,7 +4,7 @@
 //! values.yaml, the CRD the code generates, and the policies of `deploy/examples/` as the CRD's
 //! examples. `chart-install` installs this package.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use anyhow::{Context, Result, ensure};
@@ -12,7 +12,7 @@ use kube::CustomResourceExt;
 use kube_remediator::crd::RemediationPolicy;
 use serde_json::Value;
 
-use super::{CHART, Helm};
+use crate::support::chart::{CHART, Helm, package};
 use crate::support::cluster::repo_root;
 use crate::support::command_output;
 
@@ -106,19 +106,6 @@ pub(super) fn package_is_what_users_install() -> Result<()> {
     // The package itself passes the linter.
     Helm::new()?.run(&["lint", "--strict", &package.display().to_string()])?;
     Ok(())
-}
-
-/// `helm package` of the chart into `dir`; the package's path.
-pub(super) fn package(helm: &Helm, dir: &Path) -> Result<PathBuf> {
-    std::fs::create_dir_all(dir)?;
-    let out = helm.run(&["package", CHART, "--destination", &dir.display().to_string()])?;
-    let path = out
-        .stdout
-        .lines()
-        .find_map(|l| l.split_once("saved it to: ").map(|(_, p)| PathBuf::from(p.trim())))
-        .with_context(|| format!("helm package said {}", out.stdout))?;
-    ensure!(path.is_file(), "{} is missing", path.display());
-    Ok(path)
 }
 
 pub(super) fn read_yaml(path: &Path) -> Result<Value> {

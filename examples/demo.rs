@@ -8,6 +8,7 @@
 
 // The demo uses a small part of the test support; the end-to-end tests, which include the same
 // module without this allowance, keep it free of dead code.
+#[path = "../tests/support/mod.rs"]
 #[allow(dead_code, unused_imports)]
 mod support;
 

@@ -3,7 +3,8 @@
 
 use anyhow::{Result, ensure};
 
-use super::{CHART, DEFAULT_RELEASE, Helm};
+use super::DEFAULT_RELEASE;
+use crate::support::chart::{CHART, Helm};
 
 pub(super) fn values_schema_refuses_bad_values() -> Result<()> {
     let helm = Helm::new()?;

@@ -23,6 +23,7 @@ use serde_json::Value;
 use crate::chart::str_at;
 use crate::support::cluster::repo_root;
 use crate::support::command_output;
+use crate::support::operator::image_dir;
 
 pub fn trials() -> Vec<Trial> {
     let built = image_dir().is_some();
@@ -44,11 +45,6 @@ fn in_image_dir(body: fn(&Path) -> Result<()>) -> Result<()> {
     let dir = image_dir().context("KUBE_REMEDIATOR_IMAGE is not set")?;
     ensure!(dir.join("digest").is_file(), "no image in {}: run tools/image first", dir.display());
     body(&dir)
-}
-
-/// Where `tools/image` wrote the image, if this run is to check it.
-pub(crate) fn image_dir() -> Option<PathBuf> {
-    std::env::var_os("KUBE_REMEDIATOR_IMAGE").filter(|v| !v.is_empty()).map(PathBuf::from)
 }
 
 const BINARY: &str = "usr/local/bin/kube-remediator";

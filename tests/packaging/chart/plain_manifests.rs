@@ -3,13 +3,14 @@
 
 use anyhow::{Context, Result, bail};
 
-use super::{DEFAULT_RELEASE, Helm};
+use super::DEFAULT_RELEASE;
+use crate::support::chart::Helm;
 use crate::support::cluster::repo_root;
 
 /// The chart's defaults as plain manifests.
 const PLAIN_MANIFESTS: &str = "deploy/kube-remediator.yaml";
 /// The command that rewrites [`PLAIN_MANIFESTS`].
-const REGENERATE: &str = "UPDATE_GENERATED=1 cargo test --test e2e -- chart-plain-manifests";
+const REGENERATE: &str = "UPDATE_GENERATED=1 cargo test --test packaging -- chart-plain-manifests";
 
 /// The first lines of [`PLAIN_MANIFESTS`], before helm's output.
 const PLAIN_HEADER: &str = "\
@@ -21,8 +22,8 @@ const PLAIN_HEADER: &str = "\
 #   kubectl apply -f deploy/kube-remediator.yaml
 #
 # Generated: `helm template kube-remediator charts/kube-remediator --namespace kube-remediator`.
-# Do not edit; tests/e2e/chart/ checks it. After changing the chart, regenerate it with
-#   UPDATE_GENERATED=1 cargo test --test e2e -- chart-plain-manifests
+# Do not edit; tests/packaging/chart/ checks it. After changing the chart, regenerate it with
+#   UPDATE_GENERATED=1 cargo test --test packaging -- chart-plain-manifests
 ";
 
 pub(super) fn plain_manifests_are_the_chart_defaults() -> Result<()> {
