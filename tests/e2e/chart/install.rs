@@ -1,6 +1,7 @@
 //! `chart-install`: `helm install` of the packaged chart on the test control plane; the operator,
 //! run out of cluster as the chart's ServiceAccount (impersonated), starts and serves its policy,
-//! and is refused Secrets and node deletion. The only chart trial that needs the control plane.
+//! and is refused Secrets and node deletion; the grants are those of `NEEDED`
+//! (`tests/support/rbac.rs`), which `chart-rbac` checks the chart's roles against.
 //! With `$KUBE_REMEDIATOR_IMAGE` set (`tools/test`, running it with the image's binary), the
 //! chart is installed with the image's digest, and the Deployment must run exactly that image.
 
