@@ -1,6 +1,7 @@
-//! The controllers: the policy controller reads the [watch index](crate::index), asks the core
-//! what each policy decides and hands that to the writer; the rollout reporter tells about
-//! blocked rollouts whatever the policies say.
+//! The controllers: the policy controller observes the [watch index](crate::index) and the
+//! policy's [history](crate::core::history), asks the core what the policy
+//! [decides](crate::core::decide()), hands that to the writer and keeps what it did in the
+//! history; the rollout reporter tells about blocked rollouts whatever the policies say.
 
 pub mod memory;
 pub mod policy;

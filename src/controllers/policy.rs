@@ -1,11 +1,12 @@
-//! The RemediationPolicy controller: observe, decide, act.
+//! The RemediationPolicy controller: observe, decide, commit, record.
 //!
-//! Each reconcile reads the policy and the compact cluster state, calls the pure
-//! [`plan`](crate::core::plan), hands the plan, the desired status and the notices to the
-//! [writer](crate::writer) in one call, and requeues at the exact instant of the next deadline.
-//! What it remembers between reconciles is kept by [`PolicyMemory`].
+//! Each reconcile reads the policy, the compact cluster state and the policy's
+//! [`PolicyHistory`] (with, for the bookkeeping, fresh reads of a few pods and nodes), calls the
+//! pure [`decide`](crate::core::decide()), hands the plan, the desired status and the notices to
+//! the [writer](crate::writer) in one call, keeps what the writer did in the history, and
+//! requeues at the exact instant of the next deadline.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -14,21 +15,19 @@ use jiff::{SignedDuration, Timestamp};
 use kube::api::Api;
 use kube::runtime::controller::{Action, Controller};
 use kube::{Client, ResourceExt};
+use tokio::sync::{Mutex as AsyncMutex, MutexGuard, OwnedMutexGuard};
 use tracing::{debug, info, warn};
 
-use super::memory::{EvidenceNews, Ledger, PolicyMemory};
 use crate::adapters::rearm_token;
-use crate::core::live_node_cause::StuckCause;
 use crate::core::{
-    Acting, CONDITION_INVALID, Evaluation, InvalidPolicy, MaxUnhealthy, NodeState, Observed, Plan,
-    PodNow, StormInput, blocked_rollouts_in_scope, circuit_memory, desired_status,
-    held_by_finalizers, hold_counts, needs_fencing, node_action_took_effect, plan, resolve_failed,
-    stale_ready, stuck_on_live_nodes, transition_notices, validate,
+    Acting, ActionOutcome, CONDITION_INVALID, Decision, Evaluation, Gauges, InvalidPolicy, Ledger,
+    MaxUnhealthy, Observed, Past, PendingNow, Plan, PodNow, PolicyHistory, Reads, StatusWrite,
+    StormInput, ValidatedPolicy, decide, desired_status, validate,
 };
 use crate::crd::{ActionKind, ActionResult, Mode, RemediationPolicy, RemediationPolicyStatus};
 use crate::index::watches::{SharedState, trigger_stream};
 use crate::metrics::{CauseLabels, ErrorLabels, Label, Metrics, PolicyLabels, StuckLabels};
-use crate::writer::{Commit, Notice, Writer};
+use crate::writer::{Commit, Notice, Outcome, Writer};
 use crate::{Error, Result};
 
 /// A small margin added to requeue delays so the reconcile runs just after a threshold instant.
@@ -40,9 +39,10 @@ pub struct Context {
     pub state: SharedState,
     pub writer: Writer,
     pub metrics: Arc<Metrics>,
-    memory: Mutex<HashMap<String, PolicyMemory>>,
+    /// Each policy's history, by name; locked by the policy's reconcile throughout.
+    histories: Mutex<HashMap<String, Arc<AsyncMutex<PolicyHistory>>>>,
     /// What the policies in Enforce did, shared; locked by each Enforce reconcile throughout.
-    ledger: tokio::sync::Mutex<Ledger>,
+    ledger: AsyncMutex<Ledger>,
     /// `--max-unhealthy-nodes-in-cluster`: the storm guard over every node, for every policy.
     cluster_limit: MaxUnhealthy,
     /// The policies that exist, as of the last sweep (`None` before the first).
@@ -60,21 +60,35 @@ impl Context {
             state,
             writer,
             metrics,
-            memory: Mutex::new(HashMap::new()),
-            ledger: tokio::sync::Mutex::new(Ledger::default()),
+            histories: Mutex::new(HashMap::new()),
+            ledger: AsyncMutex::new(Ledger::default()),
             cluster_limit,
             live_policies: Mutex::new(None),
         }
     }
 
-    /// Runs `f` on the memory of policy `name`.
-    fn remember<T>(&self, name: &str, f: impl FnOnce(&mut PolicyMemory) -> T) -> T {
-        let mut memory = self.memory.lock().unwrap_or_else(|e| e.into_inner());
-        f(memory.entry(name.to_string()).or_default())
+    /// The history of policy `name`, locked.
+    async fn history(&self, name: &str) -> OwnedMutexGuard<PolicyHistory> {
+        let history = {
+            let mut histories = self.histories.lock().unwrap_or_else(|e| e.into_inner());
+            histories.entry(name.to_string()).or_default().clone()
+        };
+        history.lock_owned().await
     }
 
+    /// The shared ledger, locked, in Enforce: policies in Enforce decide one at a time, each
+    /// seeing what the others did.
+    async fn ledger(&self, mode: Mode) -> Option<MutexGuard<'_, Ledger>> {
+        match mode {
+            Mode::Enforce => Some(self.ledger.lock().await),
+            Mode::DryRun => None,
+        }
+    }
+
+    /// Forgets the history and the metric series of policy `name`.
     fn forget(&self, name: &str) {
-        self.memory.lock().unwrap_or_else(|e| e.into_inner()).remove(name);
+        self.metrics.forget_policy(name);
+        self.histories.lock().unwrap_or_else(|e| e.into_inner()).remove(name);
     }
 }
 
@@ -120,26 +134,25 @@ pub async fn run(
 /// How often policies deleted meanwhile are forgotten.
 const SWEEP_EVERY: Duration = Duration::from_secs(5);
 
-/// Forgets, every [`SWEEP_EVERY`], the memory and the metric series of policies that are gone:
+/// Forgets, every [`SWEEP_EVERY`], the history and the metric series of policies that are gone:
 /// a policy without finalizers is never reconciled once deleted, and its series (its circuit,
 /// its stuck pods) would live on and keep alerts firing.
 async fn forget_deleted(
     store: kube::runtime::reflector::Store<RemediationPolicy>,
     ctx: Arc<Context>,
 ) {
-    // No reconcile runs before the store has listed, so nothing is in memory to forget
+    // No reconcile runs before the store has listed, so nothing is in a history to forget
     // before it has either.
     loop {
         tokio::time::sleep(SWEEP_EVERY).await;
         let live: BTreeSet<String> = store.state().iter().map(|p| p.name_any()).collect();
         *ctx.live_policies.lock().unwrap_or_else(|e| e.into_inner()) = Some(live.clone());
         let gone: Vec<String> = {
-            let memory = ctx.memory.lock().unwrap_or_else(|e| e.into_inner());
-            memory.keys().filter(|name| !live.contains(*name)).cloned().collect()
+            let histories = ctx.histories.lock().unwrap_or_else(|e| e.into_inner());
+            histories.keys().filter(|name| !live.contains(*name)).cloned().collect()
         };
         for name in gone {
-            debug!(policy = %name, "policy deleted: its memory and metric series are forgotten");
-            ctx.metrics.forget_policy(&name);
+            debug!(policy = %name, "policy deleted: its history and metric series are forgotten");
             ctx.forget(&name);
         }
     }
@@ -162,94 +175,95 @@ async fn reconcile(policy: Arc<RemediationPolicy>, ctx: Arc<Context>) -> Result<
     result
 }
 
-/// One reconcile: observe, decide (the pure core), hand everything to the writer in one call,
-/// requeue at the next deadline. `now` is read once.
+/// One reconcile: observe, decide (the pure core), commit (everything to the writer in one
+/// call), record (what the writer did, into the history), requeue at the next deadline. `now`
+/// is read once.
 async fn evaluate(policy: &RemediationPolicy, ctx: &Context) -> Result<Action> {
     let name = policy.name_any();
     if policy.metadata.deletion_timestamp.is_some() {
-        ctx.metrics.forget_policy(&name);
         ctx.forget(&name);
         return Ok(Action::await_change());
     }
     let (now, at) = (crate::clock::now(), Instant::now());
-    let previous = ctx.remember(&name, |m| m.previous_status(policy.status.as_ref()));
+    let mut history = ctx.history(&name).await;
     let validated = match validate(&policy.spec) {
         Ok(v) => v,
-        Err(invalid) => return reject(policy, ctx, &invalid, previous.as_ref(), now).await,
+        Err(invalid) => return reject(policy, ctx, &mut history, &invalid, now).await,
     };
-    ctx.metrics.policy_invalid.get_or_create(&PolicyLabels { policy: name.clone() }).set(0);
-
-    // Policies in Enforce decide one at a time, each seeing what the others did.
-    let mut ledger = match validated.mode {
-        Mode::Enforce => Some(ctx.ledger.lock().await),
-        Mode::DryRun => None,
+    let previous = history.previous_status(policy.status.as_ref());
+    let mut ledger = ctx.ledger(validated.mode).await;
+    let past = history.past(validated.mode, previous.as_ref(), now);
+    let observed = observe(policy, ctx, past, ledger.as_deref_mut(), now);
+    let reads = Reads {
+        generation: policy.metadata.generation,
+        previous: previous.as_ref(),
+        pending: read_pending(ctx, &name, &history, previous.as_ref()).await,
+        failed: read_failed(ctx, &history, &observed).await,
     };
-    let observed = {
-        let (recent, mut acted) =
-            ctx.remember(&name, |m| m.history(validated.mode, previous.as_ref(), now));
-        let backoff = ctx.remember(&name, |m| m.backoff());
-        let mut others = Vec::new();
-        if let Some(ledger) = ledger.as_mut() {
-            let (theirs, acted_by_any) = ledger.for_policy(&name, now);
-            others = theirs;
-            acted.extend(acted_by_any);
-        }
-        let mut state = ctx.state.write().unwrap_or_else(|e| e.into_inner());
-        state.refresh_evidence(now);
-        let mut observed = state.observe(now, recent, acted);
-        observed.others_actions = others;
-        observed.backoff = backoff;
-        observed.acting = Acting {
-            policy: name.clone(),
-            live_policies: ctx.live_policies.lock().unwrap_or_else(|e| e.into_inner()).clone(),
-        };
-        let from_status = circuit_memory(previous.as_ref());
-        observed.storm = StormInput {
-            cluster_limit: Some(ctx.cluster_limit),
-            previous: ctx.remember(&name, |m| m.circuit(from_status)),
-            rearm_token: rearm_token(policy),
-        };
-        observed
-    };
-    let plan = plan(&observed, &validated, now);
-    ctx.remember(&name, |m| m.circuit_after(plan.storm.memory.clone()));
-    ctx.remember(&name, |m| log_evidence(&name, m.evidence_news(&plan)));
-    let fencing = needs_fencing(&plan);
-    ctx.metrics
-        .pods_needing_fencing
-        .get_or_create(&PolicyLabels { policy: name.clone() })
-        .set(i64::try_from(fencing.len()).unwrap_or(i64::MAX));
-    let mut held = fencing;
-    held.extend(held_by_finalizers(&plan));
-    let fencing_notices = ctx.remember(&name, |m| m.new_fencing_notices(held));
-    for cause in StuckCause::CODES {
-        let count = plan.stuck.iter().filter(|s| s.cause.code() == cause).count();
-        ctx.metrics
-            .live_node_stuck
-            .get_or_create(&CauseLabels { policy: name.clone(), cause })
-            .set(i64::try_from(count).unwrap_or(i64::MAX));
+    let decision = decide(&observed, &validated, &history, &reads, now);
+    export(&ctx.metrics, &name, &decision.gauges);
+    log_news(&name, &decision);
+    let committed = ctx.writer.commit(commit(policy, &validated, &decision, &reads)).await;
+    let outcomes: Vec<ActionOutcome> = committed.outcomes.iter().map(outcome).collect();
+    let (write, failed) = status_write(committed.status);
+    let retry_at = history.after_commit(decision.decided, &outcomes, &observed, write, now);
+    if let Some(ledger) = ledger.as_mut() {
+        record_in_ledger(ctx, ledger, &name, &outcomes, &observed);
     }
-    ctx.metrics
-        .stale_ready
-        .get_or_create(&PolicyLabels { policy: name.clone() })
-        .set(i64::try_from(plan.stale.len()).unwrap_or(i64::MAX));
-    let mut notices_now = stuck_on_live_nodes(&plan);
-    notices_now.extend(stale_ready(&plan));
-    let pod_notices = ctx.remember(&name, |m| m.new_pod_notices(notices_now));
-    export_gauges(&ctx.metrics, &name, &plan, &observed, now);
+    drop(ledger);
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(next_action(&decision.plan, decision.wake_at, retry_at, now, at)),
+    }
+}
 
-    // Records not yet in the status: those whose write failed, and (once per run) the Pending
-    // ones a previous run left, resolved by what the cluster shows now.
-    let carried = ctx.remember(&name, |m| m.take_unwritten());
-    // Resolved from a fresh read of each pod, never from the cache (which holds only some
-    // pods: an absence there is no evidence the pod is gone); a read that fails leaves them
-    // for the next reconcile.
-    let mut seen = HashMap::new();
+/// Observe: the caches, as this policy's past and (in Enforce) the other policies' actions
+/// let it see them.
+fn observe(
+    policy: &RemediationPolicy,
+    ctx: &Context,
+    past: Past,
+    ledger: Option<&mut Ledger>,
+    now: Timestamp,
+) -> Observed {
+    let name = policy.name_any();
+    let (mut acted, mut others) = (past.acted, Vec::new());
+    if let Some(ledger) = ledger {
+        let (theirs, acted_by_any) = ledger.for_policy(&name, now);
+        others = theirs;
+        acted.extend(acted_by_any);
+    }
+    let mut state = ctx.state.write().unwrap_or_else(|e| e.into_inner());
+    state.refresh_evidence(now);
+    let mut observed = state.observe(now, past.recent, acted);
+    observed.others_actions = others;
+    observed.backoff = past.backoff;
+    observed.acting = Acting {
+        policy: name,
+        live_policies: ctx.live_policies.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+    };
+    observed.storm = StormInput {
+        cluster_limit: Some(ctx.cluster_limit),
+        previous: past.circuit,
+        rearm_token: rearm_token(policy),
+    };
+    observed
+}
+
+/// The pods and nodes of the Pending records a previous run left, read afresh (once per run;
+/// `None` when a read failed: they are resolved by a later reconcile).
+async fn read_pending(
+    ctx: &Context,
+    name: &str,
+    history: &PolicyHistory,
+    previous: Option<&RemediationPolicyStatus>,
+) -> Option<PendingNow> {
+    let mut seen = PendingNow::default();
     let mut all_read = true;
-    for (namespace, pod, uid) in ctx.remember(&name, |m| m.pending_pods(previous.as_ref())) {
+    for (namespace, pod, uid) in history.pending_pods(previous) {
         match ctx.writer.pod_now(&namespace, &pod, &uid).await {
             Ok(now) => {
-                seen.insert(uid, now);
+                seen.pods.insert(uid, now);
             }
             Err(e) => {
                 warn!(policy = %name, pod = %pod, error = %e, "cannot read a Pending record's pod");
@@ -257,11 +271,10 @@ async fn evaluate(policy: &RemediationPolicy, ctx: &Context) -> Result<Action> {
             }
         }
     }
-    let mut nodes_now = HashMap::new();
-    for node in ctx.remember(&name, |m| m.pending_nodes(previous.as_ref())) {
+    for node in history.pending_nodes(previous) {
         match ctx.writer.node_now(&node).await {
             Ok(view) => {
-                nodes_now.insert(node, view);
+                seen.nodes.insert(node, view);
             }
             Err(e) => {
                 warn!(policy = %name, node = %node, error = %e, "cannot read a Pending record's node");
@@ -269,99 +282,97 @@ async fn evaluate(policy: &RemediationPolicy, ctx: &Context) -> Result<Action> {
             }
         }
     }
-    let mut resolved = if all_read {
-        let pod_now = |uid: &str| seen.get(uid).copied().unwrap_or(PodNow::Present);
-        let node_done = |r: &crate::crd::RecentAction| {
-            nodes_now.get(&r.name).is_some_and(|n| node_action_took_effect(r, n.as_ref()))
-        };
-        ctx.remember(&name, |m| m.resolve_pending_once(previous.as_ref(), pod_now, node_done))
-    } else {
-        Vec::new()
-    };
-    // A failed request (a timeout, say) whose pod left the cache may have happened: a fresh
-    // read settles it, and a Done record replaces the Failed one.
+    all_read.then_some(seen)
+}
+
+/// The pods of failed requests (a timeout, say) that left the cache, read afresh: the request
+/// may have happened after all. A read that fails leaves them for the next reconcile.
+async fn read_failed(
+    ctx: &Context,
+    history: &PolicyHistory,
+    observed: &Observed,
+) -> BTreeMap<String, PodNow> {
     let cached = |uid: &str| observed.pods.iter().any(|p| p.uid == uid);
-    for (key, record) in ctx.remember(&name, |m| m.failed_to_check(cached)) {
-        let Ok(now) = ctx.writer.pod_now(&record.namespace, &record.name, &record.uid).await else {
-            continue;
-        };
-        resolved.extend(resolve_failed(&record, now));
-        ctx.remember(&name, |m| m.failure_settled(&key));
-    }
-    let earlier: Vec<_> = carried.iter().chain(&resolved).cloned().collect();
-    let generation = policy.metadata.generation;
-    let evaluation = Evaluation::Planned { policy: &validated, plan: &plan };
-    let mut status = desired_status(evaluation, generation, previous.as_ref(), now);
-    status.blocked_rollouts = blocked_rollouts_in_scope(&observed, &plan, &validated);
-    // Counts that alone changed are written at most every COUNTS_EVERY.
-    let counts_held = match (previous.as_ref(), ctx.remember(&name, |m| m.counts_wait_until(now))) {
-        (Some(previous), Some(until))
-            if plan.actions.is_empty()
-                && earlier.is_empty()
-                && hold_counts(&mut status, previous) =>
-        {
-            Some(until)
-        }
-        _ => None,
-    };
-    let committed = ctx
-        .writer
-        .commit(Commit {
-            policy,
-            validated: Some(&validated),
-            actions: &plan.actions,
-            notices: circuit_notices(&name, &plan),
-            fencing_notices,
-            pod_notices,
-            status,
-            previous: previous.as_ref(),
-            carried,
-            resolved,
-        })
-        .await;
-    let live = || observed.pods.iter().map(|p| p.uid.as_str());
-    let live_and_nodes = live().chain(observed.nodes.iter().map(|n| n.control.uid.as_str()));
-    ctx.remember(&name, |m| m.record(&committed.outcomes, live_and_nodes));
-    if let Some(ledger) = ledger.as_mut() {
-        ledger.record(&name, &committed.outcomes, live());
-        // Before the ledger is released, so that no policy in Enforce ever reads a Node we
-        // deleted as deleted by someone else (fencing evidence, death without a Lease).
-        let mut state = ctx.state.write().unwrap_or_else(|e| e.into_inner());
-        for record in committed.outcomes.iter().map(|o| &o.record) {
-            // A failed DELETE may have happened (a timeout): counted as ours too.
-            let sent = matches!(record.result, ActionResult::Done | ActionResult::Failed);
-            if record.action == ActionKind::DeleteNode && sent {
-                state.node_deleted_by_us(&record.uid, record.time.0);
-            }
+    let mut seen = BTreeMap::new();
+    for (key, record) in history.failed_to_check(cached) {
+        if let Ok(now) = ctx.writer.pod_now(&record.namespace, &record.name, &record.uid).await {
+            seen.insert(key, now);
         }
     }
-    drop(ledger);
-    match committed.status {
-        Ok(Some(written)) => ctx.remember(&name, |m| m.wrote(written, now)),
-        Ok(None) => {}
-        Err(e) => {
-            // Their Events are out; their records go into the next status write.
-            let records =
-                earlier.into_iter().chain(committed.outcomes.iter().map(|o| o.record.clone()));
-            ctx.remember(&name, |m| m.unwritten(records));
-            return Err(e);
+    seen
+}
+
+/// What the writer is handed for a decision.
+fn commit<'a>(
+    policy: &'a RemediationPolicy,
+    validated: &'a ValidatedPolicy,
+    decision: &'a Decision,
+    reads: &Reads<'a>,
+) -> Commit<'a> {
+    let notices = decision.circuit_notices.iter().cloned();
+    Commit {
+        policy,
+        validated: Some(validated),
+        actions: &decision.plan.actions,
+        notices: notices.map(|(reason, note)| Notice { reason, action: "Plan", note }).collect(),
+        fencing_notices: decision.fencing_notices.clone(),
+        pod_notices: decision.pod_notices.clone(),
+        status: decision.status.clone(),
+        previous: reads.previous,
+        carried: decision.carried.clone(),
+        resolved: decision.resolved.clone(),
+    }
+}
+
+/// How the status write went, for the history, and its error, for the reconcile.
+fn status_write(result: Result<Option<RemediationPolicyStatus>>) -> (StatusWrite, Option<Error>) {
+    match result {
+        Ok(Some(written)) => (StatusWrite::Written(Box::new(written)), None),
+        Ok(None) => (StatusWrite::Unchanged, None),
+        Err(e) => (StatusWrite::Failed, Some(e)),
+    }
+}
+
+fn outcome(outcome: &Outcome) -> ActionOutcome<'_> {
+    ActionOutcome {
+        record: &outcome.record,
+        handled: outcome.handled,
+        acted_key: &outcome.acted_key,
+    }
+}
+
+/// Records a policy's outcomes in the ledger, and the Nodes it deleted in the cluster state:
+/// before the ledger is released, so that no policy in Enforce ever reads a Node we deleted as
+/// deleted by someone else (fencing evidence, death without a Lease).
+fn record_in_ledger(
+    ctx: &Context,
+    ledger: &mut Ledger,
+    name: &str,
+    outcomes: &[ActionOutcome],
+    observed: &Observed,
+) {
+    ledger.record(name, outcomes, observed);
+    let mut state = ctx.state.write().unwrap_or_else(|e| e.into_inner());
+    for record in outcomes.iter().map(|o| o.record) {
+        // A failed DELETE may have happened (a timeout): counted as ours too.
+        let sent = matches!(record.result, ActionResult::Done | ActionResult::Failed);
+        if record.action == ActionKind::DeleteNode && sent {
+            state.node_deleted_by_us(&record.uid, record.time.0);
         }
     }
-    // An action skipped is decided again soon (UNDONE_RETRY), whatever else happens; a failed
-    // one when its backoff ends (a deadline of the plan).
-    let retry_at = ctx.remember(&name, |m| m.retry_at(now)).into_iter().chain(counts_held).min();
-    Ok(next_action(&plan, retry_at, now, at))
 }
 
 /// An invalid spec: the Invalid condition, one Event when it becomes invalid, no action.
 async fn reject(
     policy: &RemediationPolicy,
     ctx: &Context,
+    history: &mut PolicyHistory,
     invalid: &InvalidPolicy,
-    previous: Option<&RemediationPolicyStatus>,
     now: Timestamp,
 ) -> Result<Action> {
     let name = policy.name_any();
+    let previous = history.previous_status(policy.status.as_ref());
+    let previous = previous.as_ref();
     ctx.metrics.policy_invalid.get_or_create(&PolicyLabels { policy: name.clone() }).set(1);
     let evaluation = Evaluation::Invalid { invalid, paused: policy.spec.paused };
     let status = desired_status(evaluation, policy.metadata.generation, previous, now);
@@ -387,45 +398,45 @@ async fn reject(
         })
         .await;
     if let Some(written) = committed.status? {
-        ctx.remember(&name, |m| m.wrote(written, now));
+        history.wrote(written, now);
     }
     Ok(Action::await_change())
 }
 
-/// The Events for a change of the circuit (opened, latched, re-armed, cooling down, closed).
-fn circuit_notices(policy: &str, plan: &Plan) -> Vec<Notice> {
-    let notices = transition_notices(&plan.storm);
-    for (reason, note) in &notices {
-        if plan.storm.holds() {
+/// Logs the circuit's transitions (opened, latched, re-armed, cooling down, closed), and, once
+/// per change, the nodes held alive although not Ready and a suspended evidence window.
+fn log_news(policy: &str, decision: &Decision) {
+    for (reason, note) in &decision.circuit_notices {
+        if decision.plan.storm.holds() {
             warn!(policy, reason, "{note}");
         } else {
             info!(policy, reason, "{note}");
         }
     }
-    notices.into_iter().map(|(reason, note)| Notice { reason, action: "Plan", note }).collect()
-}
-
-/// Logs, once per change, the nodes held alive although not Ready, and a suspended evidence
-/// window.
-fn log_evidence(policy: &str, news: EvidenceNews<'_>) {
-    for node in news.newly_held_alive {
+    for node in &decision.evidence.newly_held_alive {
         info!(policy, node = %node.name, why = %node.why, "node not Ready but held alive: its kubelet answers");
     }
-    match news.suspension {
+    match &decision.evidence.suspension {
         Some(Some(why)) => warn!(policy, %why, "evidence suspended: no node counts as dead"),
         Some(None) => info!(policy, "evidence trusted again from the start of a new window"),
         None => {}
     }
 }
 
-/// Requeue exactly at the next deadline (or at `retry_at`, if sooner) plus a few milliseconds,
-/// or wait for a change. `now` is the reconcile's instant, `at` the same instant on the monotonic clock: the time the
-/// reconcile took is subtracted.
-fn next_action(plan: &Plan, retry_at: Option<Timestamp>, now: Timestamp, at: Instant) -> Action {
+/// Requeue exactly at the decision's wake-up time (or at `retry_at`, if sooner) plus a few
+/// milliseconds, or wait for a change. `now` is the reconcile's instant, `at` the same instant
+/// on the monotonic clock: the time the reconcile took is subtracted.
+fn next_action(
+    plan: &Plan,
+    wake_at: Option<Timestamp>,
+    retry_at: Option<Timestamp>,
+    now: Timestamp,
+    at: Instant,
+) -> Action {
     if !plan.synced {
         return Action::requeue(UNSYNCED_RETRY);
     }
-    match plan.next_deadline.into_iter().chain(retry_at).min() {
+    match wake_at.into_iter().chain(retry_at).min() {
         Some(deadline) => {
             let wait = deadline.duration_since(now).max(SignedDuration::ZERO);
             let wait = Duration::try_from(wait).unwrap_or_default().saturating_sub(at.elapsed())
@@ -441,38 +452,20 @@ fn condition_true(status: Option<&RemediationPolicyStatus>, type_: &str) -> bool
     status.is_some_and(|s| s.conditions.iter().any(|c| c.type_ == type_ && c.status == "True"))
 }
 
-/// Circuit state, and pods Terminating past their deletionTimestamp by the state of their node.
-fn export_gauges(
-    metrics: &Metrics,
-    policy: &str,
-    plan: &Plan,
-    observed: &Observed,
-    now: Timestamp,
-) {
-    metrics
-        .circuit_open
-        .get_or_create(&PolicyLabels { policy: policy.to_string() })
-        .set(i64::from(plan.storm.holds()));
-    let states: HashMap<&str, NodeState> =
-        plan.nodes.iter().map(|n| (n.name.as_str(), n.state)).collect();
-    let overdue: BTreeSet<&str> = observed
-        .pods
-        .iter()
-        .filter(|p| p.deletion_timestamp.is_some_and(|t| t <= now))
-        .map(|p| p.uid.as_str())
-        .collect();
-    let all = [NodeState::Healthy, NodeState::Unhealthy, NodeState::Dead];
-    let mut counts = [0i64; 3];
-    for decision in plan.decisions.iter().filter(|d| overdue.contains(d.uid.as_str())) {
-        let state = states.get(decision.node.as_str()).copied().unwrap_or(NodeState::Dead);
-        if let Some(i) = all.iter().position(|s| *s == state) {
-            counts[i] += 1;
-        }
+/// The decision's gauges: the one place a reconcile sets them.
+fn export(metrics: &Metrics, policy: &str, gauges: &Gauges) {
+    let labels = PolicyLabels { policy: policy.to_string() };
+    let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+    metrics.policy_invalid.get_or_create(&labels).set(0);
+    metrics.circuit_open.get_or_create(&labels).set(i64::from(gauges.circuit_open));
+    metrics.pods_needing_fencing.get_or_create(&labels).set(count(gauges.needing_fencing));
+    metrics.stale_ready.get_or_create(&labels).set(count(gauges.stale_ready));
+    for &(cause, n) in &gauges.live_node_stuck {
+        let labels = CauseLabels { policy: policy.to_string(), cause };
+        metrics.live_node_stuck.get_or_create(&labels).set(count(n));
     }
-    for (state, count) in all.into_iter().zip(counts) {
-        metrics
-            .stuck_pods
-            .get_or_create(&StuckLabels { policy: policy.to_string(), node_state: Label(state) })
-            .set(count);
+    for &(state, n) in &gauges.stuck_pods {
+        let labels = StuckLabels { policy: policy.to_string(), node_state: Label(state) };
+        metrics.stuck_pods.get_or_create(&labels).set(count(n));
     }
 }

@@ -3,9 +3,10 @@
 //! Nothing here talks to the API server, reads the clock or the environment: `now` is always a
 //! parameter, so every function is deterministic and tested with tables.
 //!
-//! The reconciler's path through it: [`validate`] the spec, [`plan`](plan()) against the
-//! [`Observed`] cluster, hand [`Plan::actions`] to the writer, write [`desired_status`] when it
-//! differs, requeue at [`Plan::next_deadline`].
+//! The reconciler's path through it: [`validate`] the spec, [`decide`](decide()) against the
+//! [`Observed`] cluster and the policy's [`PolicyHistory`] (the [`plan`](plan()), the
+//! [`desired_status`], the notices, the gauges), hand the decision to the writer, keep what it
+//! did in the history ([`PolicyHistory::after_commit`]), requeue at [`Decision::wake_at`].
 //!
 //! By concept, from the bottom up (no module imports one above it):
 //! - the inputs: [`observed`] (pods, nodes, workloads, past actions), [`policy`] (the validated
@@ -18,12 +19,21 @@
 //!   [`storm`]: the circuit over time (latch, cool-down) and the cluster-wide reading;
 //! - [`rules`]: one module per rule, over shared release gates, yielding verdicts and candidate
 //!   actions;
-//! - [`plan`](mod@plan): composes the rules and spends the guards; [`status`] reports the plan.
+//! - [`plan`](mod@plan): composes the rules and spends the guards; [`status`] reports the plan;
+//!   [`pod_notices`] says what it holds and why; [`pending_resolution`] settles the records of
+//!   actions whose outcome is unknown;
+//! - [`history`]: what one policy remembers between reconciles (actions taken, status written,
+//!   notices sent, retries, the circuit); [`ledger`]: what every policy in Enforce did;
+//! - [`decide`](mod@decide): the reconcile's one pure step, the plan with its bookkeeping
+//!   (desired status, notices not sent yet, gauges, records resolved and carried, requeue).
 
 pub mod action;
+pub mod decide;
 pub mod duration;
 pub mod evidence;
 pub mod guards;
+pub mod history;
+pub mod ledger;
 pub mod live_node_cause;
 pub mod node;
 pub mod observed;
@@ -44,9 +54,14 @@ pub use action::{
     NodeActionKind, RemoveFinalizers, UndoChanges, policy_still_enforces, removal_acted_key,
     same_second, undo_changes,
 };
+pub use decide::{Decision, Gauges, PendingNow, Reads, decide};
 pub use duration::{DurationError, format_duration, parse_duration};
 pub use evidence::{Drought, EvidenceWindow, Suspension, lease_drought};
 pub use guards::{Circuit, Guards, RATE_WINDOW, Window};
+pub use history::{
+    ActionOutcome, Decided, EvidenceNews, Past, PolicyHistory, StatusWrite, UNDONE_RETRY, owner_key,
+};
+pub use ledger::Ledger;
 pub use node::{
     DeathEvidence, FencingEvidence, NodeHealth, NodeState, NodeSummary, assess_node,
     fencing_evidence, summarize_node,

@@ -1,0 +1,487 @@
+//! `decide(&observed, &policy, &history, &reads, now) -> Decision`: the reconcile's one pure
+//! step. The [`plan`](plan()) with everything that goes with it: the desired status (counts
+//! that alone changed held until [`COUNTS_EVERY`](super::COUNTS_EVERY)), the notices not sent
+//! yet, the gauges, the earlier records to write (unwritten, and Pending or Failed ones resolved
+//! by fresh reads), and when to decide again. What the decision leaves in the history is kept by
+//! [`PolicyHistory::after_commit`] once the writer has committed it.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use jiff::Timestamp;
+
+use super::history::{Decided, EvidenceNews, PolicyHistory};
+use super::live_node_cause::StuckCause;
+use super::node::NodeState;
+use super::observed::{NodeView, Observed};
+use super::pending_resolution::{PodNow, node_action_took_effect, resolve_failed, resolve_pending};
+use super::plan::{Plan, plan};
+use super::pod_notices::{
+    FencingNotice, PodNotice, held_by_finalizers, needs_fencing, stale_ready, stuck_on_live_nodes,
+};
+use super::policy::ValidatedPolicy;
+use super::status::{Evaluation, blocked_rollouts_in_scope, desired_status, hold_counts};
+use super::storm::transition_notices;
+use crate::crd::{RecentAction, RemediationPolicyStatus};
+
+/// What the reconcile read for the decision besides the caches: the policy object's generation
+/// and status, and the fresh reads the bookkeeping asks for ([`PolicyHistory::pending_pods`],
+/// [`PolicyHistory::pending_nodes`], [`PolicyHistory::failed_to_check`]), never from the
+/// caches (which hold only some pods: an absence there is no evidence the pod is gone).
+#[derive(Debug, Default)]
+pub struct Reads<'a> {
+    /// The policy's `metadata.generation`.
+    pub generation: Option<i64>,
+    /// The status to compare with ([`PolicyHistory::previous_status`]).
+    pub previous: Option<&'a RemediationPolicyStatus>,
+    /// The pods and nodes of the Pending records, when every read succeeded (`None`: one
+    /// failed, and they are resolved by a later reconcile).
+    pub pending: Option<PendingNow>,
+    /// The pods of failed requests read afresh, by acted key (a read that failed is absent).
+    pub failed: BTreeMap<String, PodNow>,
+}
+
+/// The pods of the Pending records by UID, and their nodes by name (`None`: no such Node).
+#[derive(Debug, Default)]
+pub struct PendingNow {
+    pub pods: HashMap<String, PodNow>,
+    pub nodes: HashMap<String, Option<NodeView>>,
+}
+
+/// Everything one reconcile decides.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decision {
+    pub plan: Plan,
+    /// The status to write (before this reconcile's action records).
+    pub status: RemediationPolicyStatus,
+    /// The circuit's transitions (opened, latched, re-armed, cooling down, closed): reason and
+    /// note.
+    pub circuit_notices: Vec<(&'static str, String)>,
+    /// Pods newly held for want of fencing or by a finalizer.
+    pub fencing_notices: Vec<FencingNotice>,
+    /// Pods newly stuck on a live node or left Ready=False, or with new evidence.
+    pub pod_notices: Vec<PodNotice>,
+    /// What changed in the evidence, to log once.
+    pub evidence: EvidenceNews,
+    pub gauges: Gauges,
+    /// Records whose status write failed, carried into this one.
+    pub carried: Vec<RecentAction>,
+    /// Records resolved now: Pending ones a previous run left (once per run), Failed ones a
+    /// fresh read shows done after all.
+    pub resolved: Vec<RecentAction>,
+    /// When to decide again at the latest: the plan's next deadline, or the end of a counts
+    /// hold. (An action skipped by the commit asks for a retry of its own.)
+    pub wake_at: Option<Timestamp>,
+    /// What the history keeps of this decision, whatever the commit does.
+    pub decided: Decided,
+}
+
+/// The values of the policy's gauges.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Gauges {
+    pub circuit_open: bool,
+    /// Pods held only for want of fencing evidence.
+    pub needing_fencing: usize,
+    /// Pods left Ready=False after a node blip.
+    pub stale_ready: usize,
+    /// Pods stuck Terminating on live nodes, by cause code (every code, zero included).
+    pub live_node_stuck: Vec<(&'static str, usize)>,
+    /// Pods Terminating past their deletionTimestamp, by the state of their node (every
+    /// state, zero included).
+    pub stuck_pods: Vec<(NodeState, usize)>,
+}
+
+/// Decides at `now`. Pure: same inputs, same decision.
+pub fn decide(
+    observed: &Observed,
+    policy: &ValidatedPolicy,
+    history: &PolicyHistory,
+    reads: &Reads<'_>,
+    now: Timestamp,
+) -> Decision {
+    let plan = plan(observed, policy, now);
+    let fencing = needs_fencing(&plan);
+    let gauges = gauges(observed, &plan, fencing.len(), now);
+    let held = fencing.into_iter().chain(held_by_finalizers(&plan)).collect();
+    let (fencing_notices, fencing_notified) = history.new_fencing_notices(held);
+    let pods = stuck_on_live_nodes(&plan).into_iter().chain(stale_ready(&plan)).collect();
+    let (pod_notices, pod_notified) = history.new_pod_notices(pods);
+    let (evidence, held_alive) = history.evidence_news(&plan);
+    let earlier = resolve_earlier(history, reads);
+    let carried = history.unwritten().to_vec();
+    let evaluation = Evaluation::Planned { policy, plan: &plan };
+    let mut status = desired_status(evaluation, reads.generation, reads.previous, now);
+    status.blocked_rollouts = blocked_rollouts_in_scope(observed, &plan, policy);
+    let written_anyway =
+        !plan.actions.is_empty() || !carried.is_empty() || !earlier.resolved.is_empty();
+    let counts_held = hold_counts_until(&mut status, reads.previous, history, written_anyway, now);
+    Decision {
+        circuit_notices: transition_notices(&plan.storm),
+        wake_at: plan.next_deadline.into_iter().chain(counts_held).min(),
+        decided: Decided {
+            circuit: plan.storm.memory.clone(),
+            held_alive,
+            suspended: plan.suspended.clone(),
+            fencing_notified,
+            pod_notified,
+            pending_resolved: earlier.pending_resolved,
+            settled: earlier.settled,
+            earlier: carried.iter().chain(&earlier.resolved).cloned().collect(),
+        },
+        plan,
+        status,
+        fencing_notices,
+        pod_notices,
+        evidence,
+        gauges,
+        carried,
+        resolved: earlier.resolved,
+    }
+}
+
+/// The earlier records a decision resolves, and the bookkeeping that goes with them.
+struct Earlier {
+    resolved: Vec<RecentAction>,
+    /// The Pending records are resolved (now or before): once per run.
+    pending_resolved: bool,
+    /// The failed actions settled by a fresh read, by acted key.
+    settled: Vec<String>,
+}
+
+/// The Pending records a previous run left, resolved by what the fresh reads show (once per
+/// run, and only once every read succeeded); then the failed requests a fresh read shows done
+/// after all (a Done record replaces the Failed one).
+fn resolve_earlier(history: &PolicyHistory, reads: &Reads<'_>) -> Earlier {
+    let mut resolved = Vec::new();
+    let resolving = reads.pending.as_ref().filter(|_| !history.pending_resolved());
+    if let Some(seen) = resolving {
+        let pod_now = |uid: &str| seen.pods.get(uid).copied().unwrap_or(PodNow::Present);
+        let node_done = |r: &RecentAction| {
+            seen.nodes.get(&r.name).is_some_and(|n| node_action_took_effect(r, n.as_ref()))
+        };
+        resolved = resolve_pending(reads.previous, pod_now, node_done);
+    }
+    let mut settled = Vec::new();
+    for (key, pod_now) in &reads.failed {
+        let Some(record) = history.failed_record(key) else { continue };
+        resolved.extend(resolve_failed(record, *pod_now));
+        settled.push(key.clone());
+    }
+    Earlier {
+        resolved,
+        pending_resolved: history.pending_resolved() || resolving.is_some(),
+        settled,
+    }
+}
+
+/// Counts that alone changed are written at most every [`COUNTS_EVERY`](super::COUNTS_EVERY):
+/// puts back the previous counts in `status` and returns until when, unless the status is
+/// written anyway (`written_anyway`: actions, or earlier records).
+fn hold_counts_until(
+    status: &mut RemediationPolicyStatus,
+    previous: Option<&RemediationPolicyStatus>,
+    history: &PolicyHistory,
+    written_anyway: bool,
+    now: Timestamp,
+) -> Option<Timestamp> {
+    let previous = previous.filter(|_| !written_anyway)?;
+    let until = history.counts_wait_until(now)?;
+    hold_counts(status, previous).then_some(until)
+}
+
+/// The circuit, the pods held for fencing and left Ready=False, and the pods stuck Terminating:
+/// on live nodes by cause, past their deletionTimestamp by the state of their node.
+fn gauges(observed: &Observed, plan: &Plan, needing_fencing: usize, now: Timestamp) -> Gauges {
+    let causes = StuckCause::CODES
+        .map(|cause| (cause, plan.stuck.iter().filter(|s| s.cause.code() == cause).count()));
+    let states: HashMap<&str, NodeState> =
+        plan.nodes.iter().map(|n| (n.name.as_str(), n.state)).collect();
+    let overdue: BTreeSet<&str> = observed
+        .pods
+        .iter()
+        .filter(|p| p.deletion_timestamp.is_some_and(|t| t <= now))
+        .map(|p| p.uid.as_str())
+        .collect();
+    let state_of = |node: &str| states.get(node).copied().unwrap_or(NodeState::Dead);
+    let stuck = [NodeState::Healthy, NodeState::Unhealthy, NodeState::Dead].map(|state| {
+        let on = |d: &&super::verdict::PodDecision| state_of(&d.node) == state;
+        (
+            state,
+            plan.decisions.iter().filter(|d| overdue.contains(d.uid.as_str())).filter(on).count(),
+        )
+    });
+    Gauges {
+        circuit_open: plan.storm.holds(),
+        needing_fencing,
+        stale_ready: plan.stale.len(),
+        live_node_stuck: causes.to_vec(),
+        stuck_pods: stuck.to_vec(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use jiff::SignedDuration;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+    use super::*;
+    use crate::core::history::tests::record;
+    use crate::core::history::{ActionOutcome, StatusWrite};
+    use crate::core::observed::fixtures::pod;
+    use crate::core::observed::{OwnerRef, PodView, Readiness};
+    use crate::core::zones::ZONE_LABEL;
+    use crate::crd::{ActionKind, ActionResult, CircuitState, Mode, RemediationPolicySpec};
+
+    /// 2026-01-01T00:10:00Z plus `s` seconds: the fixtures' pods are due at 00:08:30.
+    fn at(s: i64) -> Timestamp {
+        let ten: Timestamp = "2026-01-01T00:10:00Z".parse().expect("ts");
+        ten + SignedDuration::from_secs(s)
+    }
+
+    /// A node Ready since 00:00, or dead (Unknown, no Lease renewal since 00:00), each in a
+    /// zone of its own so that the zone guard holds nothing.
+    fn node(name: &str, ready: bool) -> NodeView {
+        let mut node = NodeView::unknown(name);
+        let o = &mut node.observation;
+        let midnight = "2026-01-01T00:00:00Z".parse().expect("ts");
+        o.readiness = if ready { Readiness::Ready } else { Readiness::Unknown };
+        o.ready_transition = Some(midnight);
+        o.not_ready_seen = (!ready).then_some(midnight);
+        (o.lease_renewed, o.lease_seen) = (Some(midnight), Some(midnight));
+        node.labels = BTreeMap::from([(ZONE_LABEL.to_string(), name.to_string())]);
+        node.control.uid = format!("uid-{name}");
+        node
+    }
+
+    /// A StatefulSet pod: held on a dead node for want of fencing evidence.
+    fn stateful(name: &str, node: &str) -> PodView {
+        let owner = OwnerRef { kind: "StatefulSet".into(), name: "db".into(), uid: "db".into() };
+        PodView { owner: Some(owner), ..pod(name, node) }
+    }
+
+    fn world(nodes: Vec<NodeView>, pods: Vec<PodView>) -> Observed {
+        let synced = "2025-12-31T23:00:00Z".parse().expect("ts");
+        Observed { nodes, pods, watch_synced_at: Some(synced), ..Default::default() }
+    }
+
+    /// The default policy, in `mode`, with a circuit that never trips unless `f` says so.
+    fn policy(mode: Mode, f: impl FnOnce(&mut RemediationPolicySpec)) -> ValidatedPolicy {
+        let mut spec = RemediationPolicySpec { mode, ..Default::default() };
+        spec.safety.max_unhealthy_nodes = IntOrString::String("100%".into());
+        f(&mut spec);
+        crate::core::validate(&spec).expect("valid test policy")
+    }
+
+    /// What the controller does: the world as the history lets it see it, then decide.
+    fn decide_at(
+        history: &mut PolicyHistory,
+        world: &Observed,
+        policy: &ValidatedPolicy,
+        reads: &Reads<'_>,
+        now: Timestamp,
+    ) -> (Observed, Decision) {
+        let past = history.past(policy.mode, reads.previous, now);
+        let mut observed = world.clone();
+        (observed.recent_actions, observed.acted_pods) = (past.recent, past.acted);
+        observed.backoff = past.backoff;
+        observed.storm.previous = past.circuit;
+        let decision = decide(&observed, policy, history, reads, now);
+        (observed, decision)
+    }
+
+    /// Decides at `now` with nothing read afresh, and keeps a commit that did nothing and wrote
+    /// `write`.
+    fn decide_and_commit(
+        history: &mut PolicyHistory,
+        world: &Observed,
+        policy: &ValidatedPolicy,
+        now: Timestamp,
+        write: impl FnOnce(&Decision) -> StatusWrite,
+    ) -> Decision {
+        let previous = history.previous_status(None);
+        let reads = Reads { previous: previous.as_ref(), ..Default::default() };
+        let (observed, decision) = decide_at(history, world, policy, &reads, now);
+        let write = write(&decision);
+        history.after_commit(decision.decided.clone(), &[], &observed, write, now);
+        decision
+    }
+
+    #[test]
+    fn a_notice_is_sent_once_while_it_holds_and_again_after_it_cleared() {
+        let policy = policy(Mode::DryRun, |_| {});
+        let mut history = PolicyHistory::default();
+        let held = || vec![stateful("db-0", "n-dead")];
+        // (case, pods on the dead node, the pods a fencing notice is sent for)
+        let table: [(&str, Vec<PodView>, Vec<&str>); 5] = [
+            ("held for fencing: said", held(), vec!["db-0"]),
+            ("still held: not said again", held(), vec![]),
+            (
+                "another held too: only it is said",
+                [held(), vec![stateful("db-1", "n-dead")]].concat(),
+                vec!["db-1"],
+            ),
+            ("no longer held", vec![], vec![]),
+            ("held again: said again", held(), vec!["db-0"]),
+        ];
+        for (case, pods, want) in table {
+            let world = world(vec![node("n-dead", false)], pods);
+            let decision =
+                decide_and_commit(&mut history, &world, &policy, at(0), |_| StatusWrite::Unchanged);
+            let said: Vec<&str> = decision.fencing_notices.iter().map(|n| n.pod.as_str()).collect();
+            assert_eq!(said, want, "{case}");
+            assert_eq!(
+                decision.gauges.needing_fencing,
+                world.pods.len(),
+                "{case}: the gauge counts every one"
+            );
+        }
+    }
+
+    #[test]
+    fn counts_alone_wait_for_counts_every_and_any_other_change_is_written_at_once() {
+        let nodes = || vec![node("n1", true), node("n-dead", false)];
+        // The status written at 00:10:00, when no pod was stuck.
+        let mut written = PolicyHistory::default();
+        decide_and_commit(
+            &mut written,
+            &world(nodes(), vec![]),
+            &policy(Mode::DryRun, |_| {}),
+            at(0),
+            |d| StatusWrite::Written(Box::new(d.status.clone())),
+        );
+        let status = written.previous_status(None).expect("written");
+        // A pod held on the dead node (for want of fencing) changes a count alone; one the
+        // policy may release is acted on.
+        let held = world(nodes(), vec![stateful("db-0", "n-dead")]);
+        let released = world(nodes(), vec![pod("web-0", "n-dead")]);
+        // (case, world, paused, seconds after the write, the stuck pods the status says,
+        // whether the decision wakes when the hold ends)
+        let table = [
+            ("a count alone: held", &held, false, 2, 0, true),
+            ("a count alone after COUNTS_EVERY: written", &held, false, 5, 1, false),
+            ("a count and a condition: written at once", &held, true, 2, 1, false),
+            ("a count and an action: written at once", &released, false, 2, 1, false),
+        ];
+        for (case, world, paused, after, stuck, held) in table {
+            let policy = policy(Mode::DryRun, |s| s.paused = paused);
+            let mut history = PolicyHistory::default();
+            history.wrote(status.clone(), at(0));
+            let reads = Reads { previous: Some(&status), ..Default::default() };
+            let (_, decision) = decide_at(&mut history, world, &policy, &reads, at(after));
+            let got = (decision.status.stuck_pods, decision.wake_at == Some(at(5)));
+            assert_eq!(got, (stuck, held), "{case}");
+        }
+    }
+
+    #[test]
+    fn pending_records_are_resolved_once_per_run_once_every_read_succeeded() {
+        let policy = policy(Mode::Enforce, |_| {});
+        let pending = |uid: &str| RecentAction {
+            namespace: "default".into(),
+            ..record(uid, Mode::Enforce, ActionResult::Pending, 0)
+        };
+        let status = RemediationPolicyStatus {
+            recent_actions: vec![pending("uid-gone"), pending("uid-there")],
+            ..Default::default()
+        };
+        let seen = || PendingNow {
+            pods: HashMap::from([("uid-gone".to_string(), PodNow::Gone)]),
+            nodes: HashMap::new(),
+        };
+        let mut history = PolicyHistory::default();
+        let world = world(vec![node("n1", true)], vec![]);
+        // (case, what the fresh reads found, the records resolved with their result, whether
+        // the pods are still to be read)
+        let table = [
+            ("a read failed: nothing yet", None, vec![], true),
+            (
+                "every read done: each resolved",
+                Some(seen()),
+                vec![("uid-gone", ActionResult::Done), ("uid-there", ActionResult::Skipped)],
+                false,
+            ),
+            ("once per run: never again", Some(seen()), vec![], false),
+        ];
+        for (case, pending, want, to_read) in table {
+            let reads = Reads { previous: Some(&status), pending, ..Default::default() };
+            let (observed, decision) = decide_at(&mut history, &world, &policy, &reads, at(0));
+            let got: Vec<(&str, ActionResult)> =
+                decision.resolved.iter().map(|r| (r.uid.as_str(), r.result)).collect();
+            assert_eq!(got, want, "{case}");
+            history.after_commit(decision.decided, &[], &observed, StatusWrite::Unchanged, at(0));
+            assert_eq!(!history.pending_pods(Some(&status)).is_empty(), to_read, "{case}");
+        }
+    }
+
+    #[test]
+    fn an_action_not_done_is_decided_again_after_its_wait() {
+        let policy = policy(Mode::Enforce, |_| {});
+        let world = world(vec![node("n-dead", false)], vec![pod("web-0", "n-dead")]);
+        // (case, the outcome's result, the retry after_commit asks for, when the next
+        // decision wakes)
+        let table = [
+            ("skipped: retried 10 s later", ActionResult::Skipped, Some(at(10)), Some(at(10))),
+            (
+                "failed: its backoff is the plan's deadline",
+                ActionResult::Failed,
+                None,
+                Some(at(10)),
+            ),
+            ("done: not again", ActionResult::Done, None, None),
+        ];
+        for (case, result, want_retry, want_wake) in table {
+            let mut history = PolicyHistory::default();
+            let reads = Reads::default();
+            let (observed, decision) = decide_at(&mut history, &world, &policy, &reads, at(0));
+            assert_eq!(decision.plan.actions.len(), 1, "{case}: the pod is released");
+            let record = RecentAction {
+                time: Time(at(0)),
+                namespace: "default".into(),
+                ..record("uid-web-0", Mode::Enforce, result, 0)
+            };
+            let outcome = ActionOutcome {
+                record: &record,
+                handled: result.counts_as_action(),
+                acted_key: "uid-web-0",
+            };
+            let retry = history.after_commit(
+                decision.decided,
+                &[outcome],
+                &observed,
+                StatusWrite::Unchanged,
+                at(0),
+            );
+            assert_eq!(retry, want_retry, "{case}");
+            let (_, next) = decide_at(&mut history, &world, &policy, &reads, at(1));
+            assert!(next.plan.actions.is_empty(), "{case}: not at once");
+            assert_eq!(next.wake_at, want_wake, "{case}");
+        }
+    }
+
+    #[test]
+    fn a_failed_status_write_keeps_the_circuit_and_carries_the_records() {
+        // Two dead nodes of two, at most one unhealthy: the circuit opens.
+        let policy = policy(Mode::DryRun, |s| {
+            s.safety.max_unhealthy_nodes = IntOrString::Int(1);
+        });
+        let world = world(vec![node("n-a", false), node("n-b", false)], vec![]);
+        let mut history = PolicyHistory::default();
+        let reads = Reads::default();
+        let (observed, decision) = decide_at(&mut history, &world, &policy, &reads, at(0));
+        let opened = decision.plan.storm.memory.clone();
+        assert_ne!(opened.state, CircuitState::Closed);
+        let record = RecentAction {
+            action: ActionKind::Cordon,
+            ..record("uid-n-a", Mode::DryRun, ActionResult::WouldAct, 0)
+        };
+        let outcome = ActionOutcome { record: &record, handled: true, acted_key: "cordon" };
+        history.after_commit(decision.decided, &[outcome], &observed, StatusWrite::Failed, at(0));
+        // The status still says nothing of the circuit: the history does.
+        let (_, next) = decide_at(&mut history, &world, &policy, &reads, at(1));
+        assert_eq!(next.plan.storm.previous, opened.state);
+        assert!(next.circuit_notices.is_empty(), "the opening is not announced twice");
+        assert_eq!(next.carried, vec![record]);
+    }
+}
