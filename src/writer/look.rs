@@ -1,0 +1,326 @@
+//! The last look: fresh reads (never from a cache) of a pod, its node, the node's Lease and the
+//! policy right before a write, in the core's terms ([`last_look`]); and the reads one plan's
+//! force deletes share ([`SharedLooks`]).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::future::{BoxFuture, FutureExt, Shared};
+use jiff::Timestamp;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::ResourceExt;
+use kube::api::{Api, ListParams};
+
+use super::Writer;
+use crate::adapters::{NODE_LEASE_NAMESPACE, WatchedPod, excluded, node_view, pod_record};
+use crate::core::{Action, ForceDelete, FreshNode, FreshPod, FreshPolicy, LastLook, NodeView};
+use crate::crd::{ActionResult, OUT_OF_SERVICE_TAINT, OUT_OF_SERVICE_VALUE, RemediationPolicy};
+
+/// How long one fresh read of a node, its Lease and the policy serves the last looks of other
+/// force deletes on that node: those that start while it is in flight or within this long
+/// after it was sent. 110 pods due at once on one node then cost a few reads, not 330.
+pub const SHARED_LOOK_FOR: Duration = Duration::from_millis(100);
+/// From how many force deletes on one node in a plan their last looks read the node's pods in
+/// one request (a LIST of `spec.nodeName=<node>`, shared like the node's read) rather than one
+/// GET each.
+pub const LIST_PODS_FROM: usize = 4;
+
+impl Writer {
+    /// The last look's fresh reads (never from a cache) of a node, its Lease and the policy,
+    /// all at once; `Err` says which read failed.
+    pub(crate) async fn reread(
+        &self,
+        node: &str,
+        policy: &str,
+    ) -> std::result::Result<(Option<Node>, Option<Lease>, Option<RemediationPolicy>), String> {
+        let (node_and_lease, policy) = tokio::join!(self.read_node(node), self.read_policy(policy));
+        let (node, lease) = node_and_lease?;
+        Ok((node, lease, policy?))
+    }
+
+    /// The last look of a pod action other than a force delete (an eviction, a finalizer
+    /// removal): fresh reads of the pod, its node, the node's Lease and the policy, all at once,
+    /// in the core's terms. `Err` is the result to record (the read failed), and why.
+    pub(crate) async fn look_at_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        node: &str,
+        policy: &str,
+    ) -> std::result::Result<PodLook, (ActionResult, Option<String>)> {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        let (pod, rest) = tokio::join!(pods.get_opt(name), self.reread(node, policy));
+        let pod =
+            pod.map_err(|e| (ActionResult::Failed, Some(format!("last look: the pod: {e}"))))?;
+        let (node, lease, policy) = rest.map_err(|e| (ActionResult::Failed, Some(e)))?;
+        Ok(PodLook { pod, node, lease, policy })
+    }
+
+    /// What a fresh read says of the pod a Pending record names: gone (absent, or another pod
+    /// under its name), Terminating, or there. `Err`: the read failed (resolve later).
+    pub async fn pod_now(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+    ) -> std::result::Result<crate::core::PodNow, String> {
+        use crate::core::PodNow;
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        let pod = pods.get_opt(name).await.map_err(|e| e.to_string())?;
+        Ok(match pod {
+            Some(p) if p.metadata.uid.as_deref() == Some(uid) => {
+                if p.metadata.deletion_timestamp.is_some() {
+                    PodNow::Terminating
+                } else {
+                    PodNow::Present
+                }
+            }
+            _ => PodNow::Gone,
+        })
+    }
+
+    /// A fresh read of a Node, in the core's terms (`None`: there is none).
+    pub async fn node_now(&self, name: &str) -> std::result::Result<Option<NodeView>, String> {
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        Ok(nodes.get_opt(name).await.map_err(|e| e.to_string())?.as_ref().map(node_view))
+    }
+
+    /// The last look's fresh reads of a node and its Lease, both at once.
+    async fn read_node(&self, node: &str) -> std::result::Result<NodeEvidence, String> {
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let leases: Api<Lease> = Api::namespaced(self.client.clone(), NODE_LEASE_NAMESPACE);
+        let (node, lease) = tokio::join!(nodes.get_opt(node), leases.get_opt(node));
+        let what = |what: &str, e: kube::Error| format!("last look: the {what}: {e}");
+        Ok((node.map_err(|e| what("node", e))?, lease.map_err(|e| what("node's Lease", e))?))
+    }
+
+    /// The last look's fresh read of a policy.
+    async fn read_policy(
+        &self,
+        name: &str,
+    ) -> std::result::Result<Option<RemediationPolicy>, String> {
+        let policies: Api<RemediationPolicy> = Api::all(self.client.clone());
+        policies.get_opt(name).await.map_err(|e| format!("last look: the policy: {e}"))
+    }
+}
+
+/// A pod, its node, the node's Lease and the policy, freshly read ([`Writer::look_at_pod`]).
+pub(crate) struct PodLook {
+    pub pod: Option<Pod>,
+    pub node: Option<Node>,
+    pub lease: Option<Lease>,
+    pub policy: Option<RemediationPolicy>,
+}
+
+impl PodLook {
+    /// The reads in the core's terms.
+    pub fn look(&self) -> LastLook<'_> {
+        last_look(self.pod.as_ref(), self.node.as_ref(), self.lease.as_ref(), self.policy.as_ref())
+    }
+}
+
+/// A node and its Lease, freshly read.
+type NodeEvidence = (Option<Node>, Option<Lease>);
+
+/// The pods on one node, by namespace and name, or why they could not be read.
+type NodePods = std::result::Result<HashMap<(String, String), Pod>, String>;
+
+/// A fresh read shared by several last looks, and when it was sent.
+type SharedRead<'a, T> = (Instant, Shared<BoxFuture<'a, Arc<T>>>);
+
+/// One plan's last-look reads of nodes, Leases, the policy and, where several of its force
+/// deletes are on one node, that node's pods: each shared by the force deletes (on the same
+/// node) whose last look starts within [`SHARED_LOOK_FOR`] of its request. The policy may come
+/// from the answer to the status write that recorded the plan's actions `Pending`, made just
+/// before them.
+pub(super) struct SharedLooks<'a> {
+    writer: &'a Writer,
+    policy: String,
+    /// Nodes with at least [`LIST_PODS_FROM`] force deletes in the plan.
+    list_pods_on: HashSet<String>,
+    nodes: Mutex<HashMap<String, SharedRead<'a, std::result::Result<NodeEvidence, String>>>>,
+    policies: Mutex<HashMap<String, SharedRead<'a, PolicyEvidence>>>,
+    pod_lists: Mutex<HashMap<String, SharedRead<'a, NodePods>>>,
+}
+
+/// The policy, freshly read.
+type PolicyEvidence = std::result::Result<Option<RemediationPolicy>, String>;
+
+impl<'a> SharedLooks<'a> {
+    /// `fresh_policy`: the policy as the API server answered a write sent at that instant.
+    pub(super) fn new(
+        writer: &'a Writer,
+        policy: String,
+        actions: &[Action],
+        fresh_policy: Option<(Instant, RemediationPolicy)>,
+    ) -> Self {
+        let mut policies = HashMap::new();
+        if let Some((sent, answer)) = fresh_policy {
+            let read = futures::future::ready(Arc::new(Ok(Some(answer)))).boxed().shared();
+            policies.insert(policy.clone(), (sent, read));
+        }
+        let mut per_node: HashMap<&str, usize> = HashMap::new();
+        for action in actions {
+            if let Action::ForceDelete(fd) = action {
+                *per_node.entry(fd.node.as_str()).or_default() += 1;
+            }
+        }
+        let list_pods_on = per_node
+            .into_iter()
+            .filter(|(_, n)| *n >= LIST_PODS_FROM)
+            .map(|(node, _)| node.to_string())
+            .collect();
+        SharedLooks {
+            writer,
+            policy,
+            list_pods_on,
+            nodes: Mutex::new(HashMap::new()),
+            policies: Mutex::new(policies),
+            pod_lists: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// A read sent less than [`SHARED_LOOK_FOR`] ago (answered or in flight) under `key`, or a
+    /// new one made by `read`.
+    async fn shared<T: Send + Sync + 'a>(
+        cache: &Mutex<HashMap<String, SharedRead<'a, T>>>,
+        key: &str,
+        read: impl FnOnce() -> BoxFuture<'a, T>,
+    ) -> Arc<T> {
+        let read = {
+            let mut cache = cache.lock().unwrap_or_else(|e| e.into_inner());
+            match cache.get(key) {
+                Some((sent, read)) if sent.elapsed() < SHARED_LOOK_FOR => read.clone(),
+                _ => {
+                    let read = read().map(Arc::new).boxed().shared();
+                    cache.insert(key.to_string(), (Instant::now(), read.clone()));
+                    read
+                }
+            }
+        };
+        read.await
+    }
+
+    /// The node `node` and its Lease.
+    pub(super) async fn node(&self, node: &str) -> Arc<std::result::Result<NodeEvidence, String>> {
+        let (writer, name) = (self.writer, node.to_string());
+        Self::shared(&self.nodes, node, move || {
+            async move { writer.read_node(&name).await }.boxed()
+        })
+        .await
+    }
+
+    /// The policy.
+    pub(super) async fn policy(&self) -> Arc<PolicyEvidence> {
+        let (writer, name) = (self.writer, self.policy.clone());
+        Self::shared(&self.policies, &self.policy, move || {
+            async move { writer.read_policy(&name).await }.boxed()
+        })
+        .await
+    }
+
+    /// The pod of `fd`, fresh: from its node's shared LIST where the plan has several force
+    /// deletes there, else (and where the LIST does not hold it: gone, or replaced by a pod of
+    /// the same name elsewhere) by a GET of its own.
+    pub(super) async fn pod(&self, fd: &ForceDelete) -> std::result::Result<Option<Pod>, String> {
+        if self.list_pods_on.contains(&fd.node) {
+            let (client, node) = (self.writer.client.clone(), fd.node.clone());
+            let listed = Self::shared(&self.pod_lists, &fd.node, move || {
+                async move {
+                    let params = ListParams::default().fields(&format!("spec.nodeName={node}"));
+                    let pods =
+                        Api::<Pod>::all(client).list(&params).await.map_err(|e| e.to_string())?;
+                    Ok(pods
+                        .items
+                        .into_iter()
+                        .map(|p| ((p.namespace().unwrap_or_default(), p.name_any()), p))
+                        .collect())
+                }
+                .boxed()
+            })
+            .await;
+            match &*listed {
+                Ok(pods) => {
+                    if let Some(pod) = pods.get(&(fd.namespace.clone(), fd.name.clone())) {
+                        return Ok(Some(pod.clone()));
+                    }
+                }
+                Err(e) => return Err(e.clone()),
+            }
+        }
+        let pods: Api<Pod> = Api::namespaced(self.writer.client.clone(), &fd.namespace);
+        pods.get_opt(&fd.name).await.map_err(|e| e.to_string())
+    }
+}
+
+/// A freshly read policy, in the core's terms.
+fn fresh_policy(policy: &RemediationPolicy) -> FreshPolicy {
+    FreshPolicy {
+        mode: policy.spec.mode,
+        paused: policy.spec.paused,
+        generation: policy.metadata.generation,
+    }
+}
+
+/// What the fresh reads say, in the core's terms.
+pub(crate) fn last_look<'a>(
+    pod: Option<&'a Pod>,
+    node: Option<&Node>,
+    lease: Option<&Lease>,
+    policy: Option<&RemediationPolicy>,
+) -> LastLook<'a> {
+    LastLook {
+        pod: pod.map(|p| FreshPod {
+            uid: p.metadata.uid.as_deref(),
+            terminating: p.metadata.deletion_timestamp.is_some(),
+            node: p.spec.as_ref().and_then(|s| s.node_name.as_deref()).unwrap_or_default(),
+            excluded: excluded(p.metadata.annotations.as_ref()),
+            stale: pod_record(&WatchedPod::from(p))
+                .is_some_and(|r| r.view.stale_ready_since.is_some()),
+        }),
+        node: node.map(|n| {
+            let view = node_view(n);
+            FreshNode {
+                observation: view.observation,
+                excluded: view.excluded,
+                control: view.control,
+                cordon_managers: field_managers(n, &["f:spec", "f:unschedulable"]),
+                out_of_service_added: out_of_service_added(n),
+            }
+        }),
+        lease_renewed: lease
+            .and_then(|l| l.spec.as_ref())
+            .and_then(|s| s.renew_time.as_ref())
+            .map(|t| t.0),
+        policy: policy.map(fresh_policy),
+    }
+}
+
+/// The managers whose managedFields entry holds the field at `path` (`["f:spec",
+/// "f:unschedulable"]`).
+fn field_managers(node: &Node, path: &[&str]) -> Vec<String> {
+    let entries = node.metadata.managed_fields.as_deref().unwrap_or_default();
+    entries
+        .iter()
+        .filter(|e| {
+            let fields = e.fields_v1.as_ref().map(|f| &f.0);
+            path.iter().try_fold(fields, |at, key| Some(at?.get(*key))).flatten().is_some()
+        })
+        .filter_map(|e| e.manager.clone())
+        .collect()
+}
+
+/// The `timeAdded` of the node's out-of-service taint with this operator's value and effect.
+fn out_of_service_added(node: &Node) -> Option<Timestamp> {
+    let taints = node.spec.as_ref()?.taints.as_deref()?;
+    taints.iter().find(|t| our_taint(t))?.time_added.as_ref().map(|t| t.0)
+}
+
+/// The out-of-service taint as this operator adds it (key, value, effect).
+pub(crate) fn our_taint(t: &k8s_openapi::api::core::v1::Taint) -> bool {
+    t.key == OUT_OF_SERVICE_TAINT
+        && t.effect == "NoExecute"
+        && t.value.as_deref() == Some(OUT_OF_SERVICE_VALUE)
+}
