@@ -66,8 +66,8 @@ use crate::core::observed::{NodeControl, NodeObservation, NodeView, Outage, Read
 use crate::core::undo_changes;
 use crate::core::zones::{ZONE_LABEL, ZoneHold, held_zones};
 use crate::core::{
-    Acting, Action, CircuitMemory, NodeActionKind, NodeRecord, PastAction, ValidatedPolicy, plan,
-    validate,
+    Acting, Action, CircuitMemory, NodeActionKind, NodeRecord, PastAction, Skip, ValidatedPolicy,
+    plan, validate,
 };
 use crate::crd::{
     FIELD_MANAGER, FencingRequirement, Mode, NODE_ACTIONS_ANNOTATION, OUT_OF_SERVICE_TAINT,
@@ -1382,16 +1382,11 @@ impl Run {
     }
 
     /// The writer's own recheck of the last look (a skip, not a refusal).
-    fn recheck(&self, action: &Action) -> Result<(), String> {
+    fn recheck(&self, action: &Action) -> Result<(), Skip> {
         let (pod, node, lease) = self.fresh_reads(action);
         let look =
             last_look(pod.as_ref(), node.as_ref(), lease.as_ref(), Some(&self.policy_object));
-        match action {
-            Action::ForceDelete(fd) => fd.recheck(&look, Some(1), &self.policy.fencing),
-            Action::Node(na) => na.recheck(&look, Some(1)),
-            Action::RemoveFinalizers(rf) => rf.recheck(&look, Some(1)),
-            Action::Evict(e) => e.recheck(&look, Some(1)),
-        }
+        action.recheck(&look, Some(1), &self.policy.fencing)
     }
 
     /// One reconcile at `now`: observe, plan, check every action, send what passes.
@@ -1499,7 +1494,7 @@ impl Run {
             }
         }
         if let Action::ForceDelete(fd) = action {
-            let pod = self.world.pods.iter().find(|p| p.uid == fd.uid);
+            let pod = self.world.pods.iter().find(|p| p.uid == fd.pod.uid);
             let needs_fencing = pod.is_some_and(|p| {
                 self.shape == Shape::FenceAllLive
                     || p.setup.owner == Owner::StatefulSet
@@ -1539,21 +1534,25 @@ impl Run {
         self.recent.retain(|a| ts(now).duration_since(a.at) < SignedDuration::from_secs(120));
         match action {
             Action::ForceDelete(fd) => {
-                if let Some(p) = self.world.pods.iter().position(|p| p.uid == fd.uid && p.exists) {
+                if let Some(p) =
+                    self.world.pods.iter().position(|p| p.uid == fd.pod.uid && p.exists)
+                {
                     self.world.pods[p].exists = false;
                     self.deliver_pod(p);
                 }
             }
             Action::RemoveFinalizers(rf) => {
-                if let Some(p) = self.world.pods.iter().position(|p| p.uid == rf.uid && p.exists) {
+                if let Some(p) =
+                    self.world.pods.iter().position(|p| p.uid == rf.pod.uid && p.exists)
+                {
                     self.world.pods[p].finalizers.retain(|f| !rf.remove.contains(f));
                     self.deliver_pod(p);
                 }
             }
             Action::Evict(_) => {}
             Action::Node(na) => {
-                let Some(i) = self.world.node_index(&na.node) else { return };
-                if !self.world.nodes[i].exists || self.world.nodes[i].uid != na.uid {
+                let Some(i) = self.world.node_index(&na.node.name) else { return };
+                if !self.world.nodes[i].exists || self.world.nodes[i].uid != na.node.uid {
                     return;
                 }
                 let n = &mut self.world.nodes[i];

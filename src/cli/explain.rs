@@ -16,7 +16,7 @@ use super::table::human;
 use super::{ConnectionArgs, StormArgs};
 use crate::adapters::kubelet_warnings;
 use crate::core::live_node_cause::{StuckCause, diagnose};
-use crate::core::{Action, Observed, Plan, Readiness, Verdict, parse_duration};
+use crate::core::{Observed, Plan, Readiness, Verdict, parse_duration};
 use crate::{Error, Result};
 
 #[derive(Debug, clap::Args)]
@@ -209,12 +209,7 @@ fn policy_view(p: &PolicyPlan, uid: &str, node: &str, terminating: bool) -> Valu
     };
     let node_view = plan.nodes.iter().find(|n| n.name == node);
     let node_state = node_view.map(|n| json!({ "state": n.state.as_str(), "why": n.why }));
-    let action = plan.actions.iter().find(|a| match a {
-        Action::ForceDelete(fd) => fd.uid == uid,
-        Action::RemoveFinalizers(rf) => rf.uid == uid,
-        Action::Evict(e) => e.uid == uid,
-        Action::Node(_) => false,
-    });
+    let action = plan.actions.iter().find(|a| a.pod().is_some_and(|pod| pod.uid == uid));
     let verb = if mode == "DryRun" { "WOULD (DryRun)" } else { "WILL" };
     let decision = plan.decisions.iter().find(|d| d.uid == uid);
     let (covers, says, code) = match (action, decision) {

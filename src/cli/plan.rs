@@ -13,7 +13,7 @@ use super::snapshot::{self, PolicyPlan, Snapshot};
 use super::table::{Table, human};
 use super::{ConnectionArgs, StormArgs};
 use crate::Result;
-use crate::core::{Action, NodeState, Plan, Verdict, parse_duration};
+use crate::core::{NodeState, Plan, Verdict, parse_duration};
 use crate::crd::Mode;
 
 #[derive(Debug, clap::Args)]
@@ -77,24 +77,20 @@ fn to_json(p: &PolicyPlan, now: Timestamp, note: &str) -> serde_json::Value {
     let actions: Vec<_> = plan
         .actions
         .iter()
-        .map(|action| match action {
-            Action::ForceDelete(fd) => json!({
-                "action": "ForceDelete", "namespace": fd.namespace, "pod": fd.name, "uid": fd.uid,
-                "node": fd.node, "reason": fd.reason, "dueSince": fd.threshold.to_string(),
-            }),
-            Action::Node(na) => json!({
-                "action": action.kind().as_str(), "node": na.node, "reason": na.reason,
-                "dueSince": na.threshold.to_string(),
-            }),
-            Action::Evict(e) => json!({
-                "action": "Evict", "namespace": e.namespace, "pod": e.name, "uid": e.uid,
-                "node": e.node, "reason": e.reason, "dueSince": e.threshold.to_string(),
-            }),
-            Action::RemoveFinalizers(rf) => json!({
-                "action": "RemoveFinalizers", "namespace": rf.namespace, "pod": rf.name,
-                "uid": rf.uid, "node": rf.node, "finalizers": rf.remove, "reason": rf.reason,
-                "dueSince": rf.threshold.to_string(),
-            }),
+        .map(|action| {
+            let mut shown = json!({
+                "action": action.kind().as_str(), "node": action.node(), "reason": action.reason(),
+                "dueSince": action.threshold().to_string(),
+            });
+            if let Some(pod) = action.pod() {
+                shown["namespace"] = json!(pod.namespace);
+                shown["pod"] = json!(pod.name);
+                shown["uid"] = json!(pod.uid);
+            }
+            if let Some((key, names)) = action.act().shown() {
+                shown[key] = json!(names);
+            }
+            shown
         })
         .collect();
     let stuck: Vec<_> = plan
@@ -230,18 +226,11 @@ fn print_plan(p: &PolicyPlan, plan: &Plan, now: Timestamp) {
     }
     let mut t = Table::new(["ACTION", "POD", "NODE", "DUE FOR", "REASON"]);
     for action in &plan.actions {
-        let (pod, node) = match action {
-            Action::ForceDelete(fd) => (format!("{}/{}", fd.namespace, fd.name), fd.node.clone()),
-            Action::Node(na) => ("-".to_string(), na.node.clone()),
-            Action::RemoveFinalizers(rf) => {
-                (format!("{}/{}", rf.namespace, rf.name), rf.node.clone())
-            }
-            Action::Evict(e) => (format!("{}/{}", e.namespace, e.name), e.node.clone()),
-        };
+        let pod = action.pod().map_or("-".to_string(), |p| format!("{}/{}", p.namespace, p.name));
         t.row([
             format!("{verb} {}", action.kind().as_str()),
             pod,
-            node,
+            action.node().to_string(),
             human(now.duration_since(action.threshold())),
             action.reason().to_string(),
         ]);

@@ -2,6 +2,7 @@
 //! it is sent) and never recorded the outcome of: it stopped in between. The next run resolves
 //! each from what the cluster shows now, once.
 
+use super::action::kinds::{PodResolution, spec};
 use super::observed::NodeView;
 use crate::crd::{
     ActionKind, ActionResult, OUT_OF_SERVICE_TAINT, RecentAction, RemediationPolicyStatus,
@@ -33,18 +34,18 @@ pub fn resolve_pending(
         .iter()
         .filter(|r| r.result == ActionResult::Pending)
         .map(|r| {
-            let now = pod_now(&r.uid);
-            let (result, seen) = match (r.action, now) {
-                (ActionKind::ForceDelete | ActionKind::RemoveFinalizers, PodNow::Gone) => {
-                    (ActionResult::Done, "the pod is gone")
+            let (result, seen) = match spec(r.action).resolution {
+                Some(resolution) if took_effect(resolution, pod_now(&r.uid)) => {
+                    let seen = match resolution {
+                        PodResolution::Gone => "the pod is gone",
+                        PodResolution::GoneOrTerminating => "the pod is evicted",
+                    };
+                    (ActionResult::Done, seen)
                 }
-                (ActionKind::Evict, PodNow::Gone | PodNow::Terminating) => {
-                    (ActionResult::Done, "the pod is evicted")
-                }
-                (ActionKind::ForceDelete | ActionKind::RemoveFinalizers | ActionKind::Evict, _) => {
+                Some(_) => {
                     (ActionResult::Skipped, "the pod is still there, so this run decides again")
                 }
-                _ if node_done(r) => (ActionResult::Done, "the node shows it done"),
+                None if node_done(r) => (ActionResult::Done, "the node shows it done"),
                 _ => (
                     ActionResult::Skipped,
                     "the node does not show it done, so this run decides again from the node's \
@@ -61,6 +62,14 @@ pub fn resolve_pending(
             }
         })
         .collect()
+}
+
+/// Whether a pod action took effect, by what a fresh read of its pod shows.
+fn took_effect(resolution: PodResolution, now: PodNow) -> bool {
+    match resolution {
+        PodResolution::Gone => now == PodNow::Gone,
+        PodResolution::GoneOrTerminating => matches!(now, PodNow::Gone | PodNow::Terminating),
+    }
 }
 
 /// Whether a node action took effect, by a fresh read of its node (`None`: no Node of that
@@ -85,11 +94,7 @@ pub fn node_action_took_effect(record: &RecentAction, node: Option<&NodeView>) -
 /// shows `now`: `Done` when the action took effect after all (the pod gone; for an eviction,
 /// gone or Terminating), replacing the `Failed` record; `None` while it did not.
 pub fn resolve_failed(record: &RecentAction, now: PodNow) -> Option<RecentAction> {
-    let happened = matches!(
-        (record.action, now),
-        (ActionKind::ForceDelete | ActionKind::RemoveFinalizers, PodNow::Gone)
-            | (ActionKind::Evict, PodNow::Gone | PodNow::Terminating)
-    );
+    let happened = spec(record.action).resolution.is_some_and(|r| took_effect(r, now));
     happened.then(|| RecentAction {
         result: ActionResult::Done,
         detail: Some(

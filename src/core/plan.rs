@@ -154,7 +154,8 @@ pub fn plan(observed: &Observed, policy: &ValidatedPolicy, now: Timestamp) -> Pl
 /// A stale pod whose eviction a guard held says so.
 fn held_evictions(stale: &mut [StalePod], actions: &[Action]) {
     for pod in stale.iter_mut().filter(|p| p.note.ends_with("(PodDisruptionBudgets hold)")) {
-        let admitted = actions.iter().any(|a| matches!(a, Action::Evict(e) if e.uid == pod.uid));
+        let admitted =
+            actions.iter().any(|a| matches!(a, Action::Evict(e) if e.pod.uid == pod.uid));
         if !admitted {
             pod.note.push_str("; held now by the guards (circuit, rate limit or owner budget)");
         }
@@ -764,11 +765,16 @@ mod tests {
             panic!("one action: {plan:?}")
         };
         assert_eq!(
-            (fd.namespace.as_str(), fd.name.as_str(), fd.uid.as_str(), fd.node.as_str()),
+            (
+                fd.pod.namespace.as_str(),
+                fd.pod.name.as_str(),
+                fd.pod.uid.as_str(),
+                fd.pod.node.as_str()
+            ),
             ("default", "db-0", "uid-db-0", "n-oos")
         );
         assert_eq!(
-            fd.owner,
+            fd.pod.owner,
             Some(OwnerKey {
                 namespace: "default".into(),
                 kind: "StatefulSet".into(),
@@ -776,12 +782,12 @@ mod tests {
             })
         );
         // Node dead at 00:05 (notReadyFor from 00:00), pod due at 00:08:30: the later one.
-        assert_eq!(fd.threshold, t(8, 30));
-        assert!(fd.reason.contains("fencing required (StatefulSet) and present: taint node.kubernetes.io/out-of-service"), "{}", fd.reason);
+        assert_eq!(fd.pod.threshold, t(8, 30));
+        assert!(fd.pod.reason.contains("fencing required (StatefulSet) and present: taint node.kubernetes.io/out-of-service"), "{}", fd.pod.reason);
         assert!(
-            fd.reason.contains("delayAfterGrace 30s passed at 2026-01-01T00:08:30Z"),
+            fd.pod.reason.contains("delayAfterGrace 30s passed at 2026-01-01T00:08:30Z"),
             "{}",
-            fd.reason
+            fd.pod.reason
         );
         assert_eq!(plan.actions[0].kind(), ActionKind::ForceDelete);
     }
@@ -1097,7 +1103,7 @@ mod tests {
         plan.actions
             .iter()
             .filter_map(|a| match a {
-                Action::ForceDelete(f) => Some(f.name.as_str()),
+                Action::ForceDelete(f) => Some(f.pod.name.as_str()),
                 Action::Node(_) | Action::RemoveFinalizers(_) | Action::Evict(_) => None,
             })
             .collect()
@@ -1273,7 +1279,7 @@ mod tests {
         assert_eq!(before.next_deadline, Some(t(10, 15)));
         let at = plan(&obs, &p, t(10, 15));
         let [Action::ForceDelete(fd)] = at.actions.as_slice() else { panic!("one action") };
-        assert_eq!(fd.threshold, t(10, 15));
+        assert_eq!(fd.pod.threshold, t(10, 15));
         assert_eq!(at.next_deadline, None);
 
         // On a dying node (dead at 00:11) with the delay long passed, the node's death is the
@@ -1282,7 +1288,7 @@ mod tests {
         assert_eq!(plan(&obs, &p, now()).next_deadline, Some(t(11, 0)));
         let at = plan(&obs, &p, t(11, 0));
         let [Action::ForceDelete(fd)] = at.actions.as_slice() else { panic!("one action") };
-        assert_eq!(fd.threshold, t(11, 0));
+        assert_eq!(fd.pod.threshold, t(11, 0));
     }
 
     #[test]
@@ -1444,7 +1450,8 @@ mod tests {
                 };
                 assert_eq!(fd.blocks_rollout.is_some(), blocks, "{case}");
                 assert!(
-                    !blocks || fd.reason.contains("blocks the rollout of Deployment default/web"),
+                    !blocks
+                        || fd.pod.reason.contains("blocks the rollout of Deployment default/web"),
                     "{case}"
                 );
             }

@@ -41,7 +41,7 @@ use crate::core::duration::add;
 use crate::core::rules::stale_readiness::EVENT_SLACK;
 use crate::core::{
     Action, DeathEvidence, Evict, ForceDelete, FreshNode, LastLook, NodeAction, NodeActionKind,
-    Readiness, RemoveFinalizers, ValidatedPolicy,
+    PodTarget, Readiness, RemoveFinalizers, ValidatedPolicy,
 };
 use crate::crd::{FIELD_MANAGER, Mode, OUT_OF_SERVICE_TAINT, SHUTDOWN_TAINT};
 
@@ -123,16 +123,16 @@ fn enforcing(write: &Write<'_>) -> Result<(), Refusal> {
     Ok(())
 }
 
-/// The pod of the fresh read is the one planned: same UID, on `node`, and (`terminating`)
+/// The pod of the fresh read is the one planned: same UID, on its node, and (`terminating`)
 /// Terminating.
-fn same_pod(write: &Write<'_>, uid: &str, node: &str, terminating: bool) -> Result<(), Refusal> {
+fn same_pod(write: &Write<'_>, target: &PodTarget, terminating: bool) -> Result<(), Refusal> {
     let Some(pod) = write.look.pod else {
         return refuse(Invariant::FreshTarget, "no fresh read of the pod");
     };
-    if pod.uid != Some(uid) {
+    if pod.uid != Some(target.uid.as_str()) {
         return refuse(Invariant::FreshTarget, "the pod read fresh has another UID");
     }
-    if pod.node != node {
+    if pod.node != target.node {
         return refuse(Invariant::FreshTarget, "the pod read fresh is on another node");
     }
     if pod.terminating != terminating {
@@ -209,7 +209,7 @@ fn our_taint(node: &FreshNode) -> bool {
 }
 
 fn force_delete(write: &Write<'_>, fd: &ForceDelete) -> Result<(), Refusal> {
-    same_pod(write, &fd.uid, &fd.node, true)?;
+    same_pod(write, &fd.pod, true)?;
     if fd.live_node {
         return match &write.look.node {
             Some(node) if node.observation.readiness == Readiness::Ready => {
@@ -239,7 +239,7 @@ fn force_delete(write: &Write<'_>, fd: &ForceDelete) -> Result<(), Refusal> {
 }
 
 fn remove_finalizers(write: &Write<'_>, rf: &RemoveFinalizers) -> Result<(), Refusal> {
-    same_pod(write, &rf.uid, &rf.node, true)?;
+    same_pod(write, &rf.pod, true)?;
     match &rf.death {
         Some(death) => dead(write, Some(death)),
         None => match &write.look.node {
@@ -250,7 +250,7 @@ fn remove_finalizers(write: &Write<'_>, rf: &RemoveFinalizers) -> Result<(), Ref
 }
 
 fn eviction(write: &Write<'_>, evict: &Evict) -> Result<(), Refusal> {
-    same_pod(write, &evict.uid, &evict.node, false)?;
+    same_pod(write, &evict.pod, false)?;
     let Some(rule) = write.policy.stale_readiness.filter(|r| r.evict) else {
         return refuse(Invariant::RepairOnlyTheOutage, "the policy does not evict stale pods");
     };
@@ -281,7 +281,7 @@ fn node_action(write: &Write<'_>, na: &NodeAction) -> Result<(), Refusal> {
     let Some(node) = &write.look.node else {
         return refuse(Invariant::FreshTarget, "no fresh read of the node");
     };
-    if node.control.uid != na.uid {
+    if node.control.uid != na.node.uid {
         return refuse(Invariant::FreshTarget, "the node read fresh has another UID");
     }
     if na.kind == NodeActionKind::Undo {

@@ -4,7 +4,8 @@ use jiff::{SignedDuration, Timestamp};
 
 use super::*;
 use crate::core::{
-    Evict, FreshNode, FreshPod, FreshPolicy, NodeControl, NodeRecord, NodeView, Outage, validate,
+    Evict, FreshNode, FreshPod, FreshPolicy, NodeControl, NodeRecord, NodeTarget, NodeView, Outage,
+    validate,
 };
 use crate::crd::{FencingRequirement, RemediationPolicySpec, StaleReadinessAction};
 
@@ -52,15 +53,22 @@ fn enforcing() -> Option<FreshPolicy> {
     Some(FreshPolicy { mode: Mode::Enforce, paused: false, generation: Some(1) })
 }
 
-fn force_delete(fencing: Option<FencingRequirement>, death: Option<DeathEvidence>) -> Action {
-    Action::ForceDelete(ForceDelete {
+/// Pod `ns/p` on node `n1`, due at `due`.
+fn target(due: i64) -> PodTarget {
+    PodTarget {
         namespace: "ns".into(),
         name: "p".into(),
         uid: "pod-uid".into(),
         node: "n1".into(),
         owner: None,
         reason: String::new(),
-        threshold: t(40),
+        threshold: t(due),
+    }
+}
+
+fn force_delete(fencing: Option<FencingRequirement>, death: Option<DeathEvidence>) -> Action {
+    Action::ForceDelete(ForceDelete {
+        pod: target(40),
         blocks_rollout: None,
         lease_renewed: Some(t(-5)),
         fencing_required: fencing,
@@ -72,10 +80,12 @@ fn force_delete(fencing: Option<FencingRequirement>, death: Option<DeathEvidence
 fn node_action(kind: NodeActionKind, death: Option<DeathEvidence>) -> Action {
     Action::Node(NodeAction {
         kind,
-        node: "n1".into(),
-        uid: "node-uid".into(),
-        reason: String::new(),
-        threshold: t(40),
+        node: NodeTarget {
+            name: "n1".into(),
+            uid: "node-uid".into(),
+            reason: String::new(),
+            threshold: t(40),
+        },
         lease_renewed: Some(t(-5)),
         epoch: t(40),
         death,
@@ -323,13 +333,7 @@ fn evictions_repair_only_what_the_outage_did() {
     let report = policy(|s| s.stale_readiness.action = StaleReadinessAction::Report);
     let evict = |stale_seen: i64| {
         Action::Evict(Evict {
-            namespace: "ns".into(),
-            name: "p".into(),
-            uid: "pod-uid".into(),
-            node: "n1".into(),
-            owner: None,
-            reason: String::new(),
-            threshold: t(160),
+            pod: target(160),
             outage: Outage { from: t(50), to: t(100) },
             stale_seen: t(stale_seen),
         })

@@ -3,13 +3,18 @@
 //! on (yet): held for want of fencing, stuck on a live node, left Ready=False (one Event per pod
 //! and cause, as the controller's memory decides).
 
-use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::Resource as _;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
 use kube::runtime::events::{Event, EventType};
 use kube::{Resource, ResourceExt};
 use tracing::{debug, info, warn};
 
-use super::{Writer, node};
+use super::Writer;
 use crate::adapters::kubelet_warnings;
+use crate::core::action::kinds::event_reason;
+use crate::core::observed::WorkloadKind;
 use crate::core::rollouts::WorkloadRef;
 use crate::core::{FencingNotice, PodNotice};
 use crate::crd::{ActionResult, RecentAction, RemediationPolicy};
@@ -18,8 +23,8 @@ use crate::metrics::{ActionLabels, WriteKind};
 /// The reference of an Event about a pod.
 pub(crate) fn pod_reference(namespace: &str, name: &str, uid: &str) -> ObjectReference {
     ObjectReference {
-        api_version: Some("v1".into()),
-        kind: Some("Pod".into()),
+        api_version: Some(Pod::API_VERSION.into()),
+        kind: Some(Pod::KIND.into()),
         namespace: Some(namespace.to_string()),
         name: Some(name.to_string()),
         uid: Some(uid.to_string()),
@@ -27,7 +32,51 @@ pub(crate) fn pod_reference(namespace: &str, name: &str, uid: &str) -> ObjectRef
     }
 }
 
+/// The reference of an Event about what an action or its record names: a pod, or a node (no
+/// namespace).
+pub(crate) fn reference(namespace: &str, name: &str, uid: &str) -> ObjectReference {
+    if !namespace.is_empty() {
+        return pod_reference(namespace, name, uid);
+    }
+    ObjectReference {
+        api_version: Some(Node::API_VERSION.into()),
+        kind: Some(Node::KIND.into()),
+        name: Some(name.to_string()),
+        uid: Some(uid.to_string()),
+        ..ObjectReference::default()
+    }
+}
+
+/// What an action or its record names, as the policy's Events say it: `pod ns/name`, `node n`.
+pub(crate) fn about(namespace: &str, name: &str) -> String {
+    if namespace.is_empty() { format!("node {name}") } else { format!("pod {namespace}/{name}") }
+}
+
+/// The apiVersion of a pod's owner by its kind (ReplicaSet, StatefulSet, Job).
+fn owner_api_version(kind: &str) -> &'static str {
+    match kind {
+        "Job" => Job::API_VERSION,
+        "StatefulSet" => StatefulSet::API_VERSION,
+        _ => ReplicaSet::API_VERSION,
+    }
+}
+
 impl Writer {
+    /// The Events of one action: on its pod or node, and on the policy about it; both at once.
+    pub(super) async fn action_events(
+        &self,
+        policy: &RemediationPolicy,
+        reference: ObjectReference,
+        (reason, action): (&str, &str),
+        note: String,
+        policy_note: String,
+    ) {
+        tokio::join!(
+            self.event(&reference, EventType::Warning, reason, action, note),
+            self.policy_event_on(policy, reference.clone(), reason, action, policy_note),
+        );
+    }
+
     /// The Events, log line and metric of an action a previous run took and did not record,
     /// found done now ([`crate::core::resolve_pending`]).
     pub(super) async fn resolved_events(&self, policy: &RemediationPolicy, record: &RecentAction) {
@@ -50,24 +99,11 @@ impl Writer {
             record.reason,
             record.detail.as_deref().unwrap_or_default()
         );
-        let reason = node::event_reason(record.action, record.mode, record.result);
+        let reason = event_reason(record.action, record.mode, record.result);
         let action = record.action.as_str();
-        let (reference, about) = if record.namespace.is_empty() {
-            let node = ObjectReference {
-                api_version: Some("v1".into()),
-                kind: Some("Node".into()),
-                name: Some(record.name.clone()),
-                uid: Some(record.uid.clone()),
-                ..ObjectReference::default()
-            };
-            (node, format!("node {}", record.name))
-        } else {
-            let pod = pod_reference(&record.namespace, &record.name, &record.uid);
-            (pod, format!("pod {}/{}", record.namespace, record.name))
-        };
-        self.event(&reference, EventType::Warning, &reason, action, note.clone()).await;
-        let policy_note = format!("{about}: {note}");
-        self.policy_event_on(policy, reference, &reason, action, policy_note).await;
+        let reference = reference(&record.namespace, &record.name, &record.uid);
+        let policy_note = format!("{}: {note}", about(&record.namespace, &record.name));
+        self.action_events(policy, reference, (reason, action), note, policy_note).await;
         info!(
             policy = %policy_name, action, result = record.result.as_str(),
             namespace = %record.namespace, name = %record.name,
@@ -83,8 +119,12 @@ impl Writer {
         reason: &str,
         note: String,
     ) {
+        let api_version = match workload.kind {
+            WorkloadKind::Deployment => Deployment::API_VERSION,
+            WorkloadKind::StatefulSet => StatefulSet::API_VERSION,
+        };
         let reference = ObjectReference {
-            api_version: Some("apps/v1".into()),
+            api_version: Some(api_version.into()),
             kind: Some(workload.kind.as_str().into()),
             namespace: Some(workload.namespace.clone()),
             name: Some(workload.name.clone()),
@@ -183,12 +223,8 @@ impl Writer {
         let (on_pod, on_owner) = notice.reasons;
         self.event(&pod, EventType::Warning, on_pod, "Report", note.clone()).await;
         let Some(owner) = &notice.owner else { return };
-        let api_version = match owner.kind.as_str() {
-            "Job" => "batch/v1",
-            _ => "apps/v1",
-        };
         let workload = ObjectReference {
-            api_version: Some(api_version.into()),
+            api_version: Some(owner_api_version(&owner.kind).into()),
             kind: Some(owner.kind.clone()),
             namespace: Some(owner.namespace.clone()),
             name: Some(owner.name.clone()),

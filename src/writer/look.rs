@@ -13,9 +13,11 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 
-use super::Writer;
+use super::{Sent, Writer};
 use crate::adapters::{NODE_LEASE_NAMESPACE, WatchedPod, excluded, node_view, pod_record};
-use crate::core::{Action, ForceDelete, FreshNode, FreshPod, FreshPolicy, LastLook, NodeView};
+use crate::core::{
+    Action, FreshNode, FreshPod, FreshPolicy, LastLook, NodeView, PodTarget, ValidatedPolicy,
+};
 use crate::crd::{ActionResult, OUT_OF_SERVICE_TAINT, OUT_OF_SERVICE_VALUE, RemediationPolicy};
 
 /// How long one fresh read of a node, its Lease and the policy serves the last looks of other
@@ -41,21 +43,25 @@ impl Writer {
     }
 
     /// The last look of a pod action other than a force delete (an eviction, a finalizer
-    /// removal): fresh reads of the pod, its node, the node's Lease and the policy, all at once,
-    /// in the core's terms. `Err` is the result to record (the read failed), and why.
-    pub(crate) async fn look_at_pod(
+    /// removal): fresh reads of the pod, its node, the node's Lease and the policy, all at once;
+    /// then whether the action still stands and the safety kernel admits it
+    /// ([`Writer::admits`]). `Err` is the result to record, and why.
+    pub(super) async fn pod_last_look(
         &self,
-        namespace: &str,
-        name: &str,
-        node: &str,
-        policy: &str,
-    ) -> std::result::Result<PodLook, (ActionResult, Option<String>)> {
-        let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
-        let (pod, rest) = tokio::join!(pods.get_opt(name), self.reread(node, policy));
+        action: &Action,
+        target: &PodTarget,
+        policy: &RemediationPolicy,
+        validated: &ValidatedPolicy,
+    ) -> std::result::Result<(), Sent> {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &target.namespace);
+        let policy_name = policy.name_any();
+        let (pod, rest) =
+            tokio::join!(pods.get_opt(&target.name), self.reread(&target.node, &policy_name));
         let pod =
             pod.map_err(|e| (ActionResult::Failed, Some(format!("last look: the pod: {e}"))))?;
-        let (node, lease, policy) = rest.map_err(|e| (ActionResult::Failed, Some(e)))?;
-        Ok(PodLook { pod, node, lease, policy })
+        let (node, lease, fresh) = rest.map_err(|e| (ActionResult::Failed, Some(e)))?;
+        let look = last_look(pod.as_ref(), node.as_ref(), lease.as_ref(), fresh.as_ref());
+        self.admits(policy, validated, action, &look, None).await
     }
 
     /// What a fresh read says of the pod a Pending record names: gone (absent, or another pod
@@ -106,21 +112,6 @@ impl Writer {
     }
 }
 
-/// A pod, its node, the node's Lease and the policy, freshly read ([`Writer::look_at_pod`]).
-pub(crate) struct PodLook {
-    pub pod: Option<Pod>,
-    pub node: Option<Node>,
-    pub lease: Option<Lease>,
-    pub policy: Option<RemediationPolicy>,
-}
-
-impl PodLook {
-    /// The reads in the core's terms.
-    pub fn look(&self) -> LastLook<'_> {
-        last_look(self.pod.as_ref(), self.node.as_ref(), self.lease.as_ref(), self.policy.as_ref())
-    }
-}
-
 /// A node and its Lease, freshly read.
 type NodeEvidence = (Option<Node>, Option<Lease>);
 
@@ -164,7 +155,7 @@ impl<'a> SharedLooks<'a> {
         let mut per_node: HashMap<&str, usize> = HashMap::new();
         for action in actions {
             if let Action::ForceDelete(fd) = action {
-                *per_node.entry(fd.node.as_str()).or_default() += 1;
+                *per_node.entry(fd.pod.node.as_str()).or_default() += 1;
             }
         }
         let list_pods_on = per_node
@@ -221,13 +212,13 @@ impl<'a> SharedLooks<'a> {
         .await
     }
 
-    /// The pod of `fd`, fresh: from its node's shared LIST where the plan has several force
+    /// The pod of a force delete, fresh: from its node's shared LIST where the plan has several force
     /// deletes there, else (and where the LIST does not hold it: gone, or replaced by a pod of
     /// the same name elsewhere) by a GET of its own.
-    pub(super) async fn pod(&self, fd: &ForceDelete) -> std::result::Result<Option<Pod>, String> {
-        if self.list_pods_on.contains(&fd.node) {
-            let (client, node) = (self.writer.client.clone(), fd.node.clone());
-            let listed = Self::shared(&self.pod_lists, &fd.node, move || {
+    pub(super) async fn pod(&self, pod: &PodTarget) -> std::result::Result<Option<Pod>, String> {
+        if self.list_pods_on.contains(&pod.node) {
+            let (client, node) = (self.writer.client.clone(), pod.node.clone());
+            let listed = Self::shared(&self.pod_lists, &pod.node, move || {
                 async move {
                     let params = ListParams::default().fields(&format!("spec.nodeName={node}"));
                     let pods =
@@ -243,15 +234,15 @@ impl<'a> SharedLooks<'a> {
             .await;
             match &*listed {
                 Ok(pods) => {
-                    if let Some(pod) = pods.get(&(fd.namespace.clone(), fd.name.clone())) {
-                        return Ok(Some(pod.clone()));
+                    if let Some(found) = pods.get(&(pod.namespace.clone(), pod.name.clone())) {
+                        return Ok(Some(found.clone()));
                     }
                 }
                 Err(e) => return Err(e.clone()),
             }
         }
-        let pods: Api<Pod> = Api::namespaced(self.writer.client.clone(), &fd.namespace);
-        pods.get_opt(&fd.name).await.map_err(|e| e.to_string())
+        let pods: Api<Pod> = Api::namespaced(self.writer.client.clone(), &pod.namespace);
+        pods.get_opt(&pod.name).await.map_err(|e| e.to_string())
     }
 }
 

@@ -1,6 +1,12 @@
 //! The one writer: the only module that sends mutations to the API server (pod deletions,
 //! policy status, Events). It is also where DryRun turns an action into a record instead of a
 //! request: in DryRun nothing here deletes or patches a pod or a node.
+//!
+//! Here: [`Writer::commit`] and the dispatch of a plan's actions. Beside it, by concern: the
+//! record every action leaves (`outcome.rs`), one file per action's request (`force_delete.rs`,
+//! `evict.rs`, `finalizers.rs`, `node.rs`), the last look and its shared reads (`look.rs`),
+//! Events (`events.rs`), status writes and Pending records (`status.rs`), and the test builds'
+//! hooks (`e2e_hooks.rs`).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -8,7 +14,6 @@ use std::time::Instant;
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{EventType, Recorder, Reporter};
 use kube::{Client, ResourceExt};
 use tracing::{info, warn};
@@ -84,6 +89,9 @@ pub struct Committed {
     /// The status written (`Ok(None)`: unchanged, not written).
     pub status: Result<Option<RemediationPolicyStatus>>,
 }
+
+/// What came of an action's request, and why (the record's result and detail).
+pub(crate) type Sent = (ActionResult, Option<String>);
 
 /// What happened to one planned action.
 #[derive(Clone, Debug)]
@@ -232,6 +240,10 @@ impl Writer {
         outcomes
     }
 
+    /// One action: its request (Enforce: the last look, the safety kernel, then the request;
+    /// DryRun: none), then its record ([`Writer::outcome`]). A force delete's Events are
+    /// returned, to be awaited once the plan's last action is answered; the others' are
+    /// published before this returns.
     async fn execute_one<'a>(
         &'a self,
         policy: &'a RemediationPolicy,
@@ -240,32 +252,57 @@ impl Writer {
         now: &impl Fn() -> Timestamp,
         looks: &SharedLooks<'a>,
     ) -> (Outcome, Option<BoxFuture<'a, ()>>) {
+        let (result, detail) = match validated.mode {
+            Mode::DryRun => (ActionResult::WouldAct, None),
+            Mode::Enforce => self.send(&action, policy, validated, looks).await,
+        };
+        let (outcome, events) =
+            self.outcome(policy, validated.mode, &action, result, detail, now());
         match action {
-            Action::ForceDelete(fd) => {
-                let (outcome, records) =
-                    self.execute_force_delete(policy, validated, fd, now, looks).await;
-                (outcome, Some(records))
+            Action::ForceDelete(_) => (outcome, Some(events)),
+            _ => {
+                events.await;
+                (outcome, None)
             }
-            Action::Node(na) => (self.execute_node_action(policy, validated, na, now).await, None),
-            Action::RemoveFinalizers(rf) => {
-                (self.execute_remove_finalizers(policy, validated, rf, now).await, None)
-            }
-            Action::Evict(evict) => (self.execute_evict(policy, validated, evict, now).await, None),
         }
     }
 
-    /// The safety kernel's word on a write about to be sent ([`crate::safety::admit`]). A
+    /// The request of one action, in Enforce: what came of it, and why.
+    async fn send(
+        &self,
+        action: &Action,
+        policy: &RemediationPolicy,
+        validated: &ValidatedPolicy,
+        looks: &SharedLooks<'_>,
+    ) -> Sent {
+        match action {
+            Action::ForceDelete(fd) => {
+                self.force_delete(action, fd, policy, validated, looks).await
+            }
+            Action::RemoveFinalizers(rf) => {
+                self.remove_finalizers(action, rf, policy, validated).await
+            }
+            Action::Evict(evict) => self.evict(action, evict, policy, validated).await,
+            Action::Node(na) => self.act_on_node(action, na, policy, validated).await,
+        }
+    }
+
+    /// Whether the action still stands after its last look ([`Action::recheck`]: `Err` says
+    /// why it is skipped), and the safety kernel's word on it ([`crate::safety::admit`]). A
     /// refusal is a defect of the rules: it blocks the write, is logged at error level, counted
     /// by invariant and told in an Event on the policy about the object; `Err` is the result
     /// to record (skipped, so the action waits its backoff) and why.
-    pub(crate) async fn kernel_admits(
+    pub(crate) async fn admits(
         &self,
         policy: &RemediationPolicy,
         validated: &ValidatedPolicy,
         action: &Action,
         look: &LastLook<'_>,
         undo: Option<crate::safety::UndoChanges>,
-    ) -> std::result::Result<(), (ActionResult, Option<String>)> {
+    ) -> std::result::Result<(), Sent> {
+        if let Err(skip) = action.recheck(look, policy.metadata.generation, &validated.fencing) {
+            return Err((ActionResult::Skipped, Some(skip.to_string())));
+        }
         let write = crate::safety::Write {
             action,
             policy: validated,
@@ -287,17 +324,7 @@ impl Writer {
                 invariant: crate::metrics::Label(refusal.invariant),
             })
             .inc();
-        let related = if namespace.is_empty() {
-            ObjectReference {
-                api_version: Some("v1".into()),
-                kind: Some("Node".into()),
-                name: Some(name.to_string()),
-                uid: Some(action.uid().to_string()),
-                ..ObjectReference::default()
-            }
-        } else {
-            pod_reference(namespace, name, action.uid())
-        };
+        let related = reference(namespace, name, action.uid());
         let note = format!(
             "{} {}{}{name} not sent: {refusal}",
             action.kind().as_str(),
@@ -348,11 +375,12 @@ mod finalizers;
 mod force_delete;
 mod look;
 mod node;
+mod outcome;
 mod status;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use events::pod_reference;
+pub(crate) use events::reference;
 use look::SharedLooks;
 pub use look::{LIST_PODS_FROM, SHARED_LOOK_FOR};
 pub(crate) use look::{last_look, our_taint};

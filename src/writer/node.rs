@@ -4,109 +4,43 @@
 //! that says what is ours to undo.
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Node, ObjectReference, Taint};
+use k8s_openapi::api::core::v1::{Node, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
-use kube::runtime::events::EventType;
 use serde_json::json;
-use tracing::{info, warn};
 
-use super::{FIELD_MANAGER, Outcome, Writer, last_look, our_taint};
+use super::{FIELD_MANAGER, Sent, Writer, last_look, our_taint};
 use crate::adapters::{node_record_json, node_view};
 use crate::core::{
     Action, NodeAction, NodeActionKind, NodeRecord, UndoChanges, ValidatedPolicy, undo_changes,
 };
 use crate::crd::{
-    ActionKind, ActionResult, Mode, NODE_ACTIONS_ANNOTATION, OUT_OF_SERVICE_TAINT,
-    OUT_OF_SERVICE_VALUE, RecentAction, RemediationPolicy,
+    ActionResult, NODE_ACTIONS_ANNOTATION, OUT_OF_SERVICE_TAINT, OUT_OF_SERVICE_VALUE,
+    RemediationPolicy,
 };
 use crate::metrics::WriteKind;
 
 impl Writer {
-    /// Carries out (Enforce) or records (DryRun) one node action, with its Event on the node and
-    /// on the policy, log line, metric and status record.
-    pub(super) async fn execute_node_action(
-        &self,
-        policy: &RemediationPolicy,
-        validated: &ValidatedPolicy,
-        na: NodeAction,
-        now: &impl Fn() -> Timestamp,
-    ) -> Outcome {
-        let kind = na.kind.action_kind();
-        let (policy_name, mode) = (&*policy.name_any(), validated.mode);
-        let (result, detail) = match mode {
-            Mode::DryRun => (ActionResult::WouldAct, None),
-            Mode::Enforce => self.act_on_node(&na, policy, validated).await,
-        };
-        let at = now();
-        self.account(policy_name, mode, kind, result, na.threshold, at);
-        let reason = event_reason(kind, mode, result);
-        let mut note = format!("[{}] policy {policy_name}: {}", mode.as_str(), na.reason);
-        if let Some(detail) = &detail {
-            note.push_str(&format!(" ({detail})"));
-        }
-        let reference = ObjectReference {
-            api_version: Some("v1".into()),
-            kind: Some("Node".into()),
-            name: Some(na.node.clone()),
-            uid: Some(na.uid.clone()),
-            ..ObjectReference::default()
-        };
-        self.event(&reference, EventType::Warning, &reason, kind.as_str(), note.clone()).await;
-        let policy_note = format!("node {}: {note}", na.node);
-        self.policy_event_on(policy, reference, &reason, kind.as_str(), policy_note).await;
-        match result {
-            ActionResult::Failed => warn!(
-                policy = %policy_name, mode = mode.as_str(), action = kind.as_str(),
-                result = result.as_str(), node = %na.node, reason = %na.reason,
-                detail = detail.as_deref().unwrap_or(""), "node action failed"
-            ),
-            _ => info!(
-                policy = %policy_name, mode = mode.as_str(), action = kind.as_str(),
-                result = result.as_str(), node = %na.node, reason = %na.reason,
-                detail = detail.as_deref().unwrap_or(""), "node action"
-            ),
-        }
-        Outcome {
-            handled: result.counts_as_action(),
-            acted_key: na.acted_key(),
-            record: RecentAction {
-                time: Time(at),
-                action: kind,
-                mode,
-                namespace: String::new(),
-                name: na.node.clone(),
-                uid: na.uid.clone(),
-                node: na.node.clone(),
-                owner: None,
-                reason: na.reason.clone(),
-                result,
-                detail,
-            },
-        }
-    }
-
     /// The last look (fresh node, Lease and policy), then the write.
-    async fn act_on_node(
+    pub(super) async fn act_on_node(
         &self,
+        action: &Action,
         na: &NodeAction,
         policy: &RemediationPolicy,
         validated: &ValidatedPolicy,
-    ) -> (ActionResult, Option<String>) {
-        let (node, lease, fresh_policy) = match self.reread(&na.node, &policy.name_any()).await {
+    ) -> Sent {
+        let target = &na.node;
+        let (node, lease, fresh_policy) = match self.reread(&target.name, &policy.name_any()).await
+        {
             Ok(evidence) => evidence,
             Err(e) => return (ActionResult::Failed, Some(e)),
         };
         let look = last_look(None, node.as_ref(), lease.as_ref(), fresh_policy.as_ref());
-        if let Err(skip) = na.recheck(&look, policy.metadata.generation) {
-            return (ActionResult::Skipped, Some(skip));
-        }
         // An undo changes only what is still ours; the record goes in any case.
         let undo = look.node.as_ref().map(undo_changes).filter(|_| na.kind == NodeActionKind::Undo);
-        let action = Action::Node(na.clone());
-        if let Err(refused) = self.kernel_admits(policy, validated, &action, &look, undo).await {
-            return refused;
+        if let Err(not_sent) = self.admits(policy, validated, action, &look, undo).await {
+            return not_sent;
         }
         let Some(node) = node else { return (ActionResult::Skipped, Some("node gone".into())) };
         let write = if matches!(na.kind, NodeActionKind::DeleteNode { .. }) {
@@ -122,12 +56,12 @@ impl Writer {
             NodeActionKind::DeleteNode { .. } => {
                 let params = DeleteParams {
                     preconditions: Some(Preconditions {
-                        uid: Some(na.uid.clone()),
+                        uid: Some(target.uid.clone()),
                         resource_version: None,
                     }),
                     ..DeleteParams::default()
                 };
-                nodes.delete(&na.node, &params).await.map(|_| ())
+                nodes.delete(&target.name, &params).await.map(|_| ())
             }
             _ => {
                 let changes = undo.unwrap_or_default();
@@ -136,7 +70,7 @@ impl Writer {
                     field_manager: Some(FIELD_MANAGER.into()),
                     ..PatchParams::default()
                 };
-                nodes.patch(&na.node, &params, &Patch::Merge(&patch)).await.map(|_| ())
+                nodes.patch(&target.name, &params, &Patch::Merge(&patch)).await.map(|_| ())
             }
         };
         match sent {
@@ -151,7 +85,7 @@ impl Writer {
                     s.message
                 )),
             ),
-            Err(e) => (ActionResult::Failed, Some(format!("writing node {}: {e}", na.node))),
+            Err(e) => (ActionResult::Failed, Some(format!("writing node {}: {e}", target.name))),
         }
     }
 }
@@ -203,26 +137,6 @@ fn node_patch(
         },
         "spec": spec,
     })
-}
-
-/// The Event reason of a node action's outcome: `Cordoned`, `WouldCordon`, `CordonSkipped`,
-/// `CordonFailed`, and so on.
-pub(super) fn event_reason(kind: ActionKind, mode: Mode, result: ActionResult) -> String {
-    let (done, would) = match kind {
-        ActionKind::Cordon => ("Cordoned", "WouldCordon"),
-        ActionKind::OutOfServiceTaint => ("TaintedOutOfService", "WouldTaintOutOfService"),
-        ActionKind::DeleteNode => ("DeletedNode", "WouldDeleteNode"),
-        ActionKind::UndoNodeActions => ("UndidNodeActions", "WouldUndoNodeActions"),
-        ActionKind::ForceDelete => ("ForceDeleted", "WouldForceDelete"),
-        ActionKind::RemoveFinalizers => ("RemovedFinalizers", "WouldRemoveFinalizers"),
-        ActionKind::Evict => ("Evicted", "WouldEvict"),
-    };
-    match (mode, result) {
-        (Mode::DryRun, _) => would.to_string(),
-        (Mode::Enforce, ActionResult::Done) => done.to_string(),
-        (Mode::Enforce, ActionResult::Failed) => format!("{}Failed", kind.as_str()),
-        (Mode::Enforce, _) => format!("{}Skipped", kind.as_str()),
-    }
 }
 
 #[cfg(test)]
@@ -326,21 +240,5 @@ mod tests {
             "spec": {"unschedulable": true, "taints": [ours]}
         }));
         assert_eq!(changes(&admin), UndoChanges::default());
-    }
-
-    #[test]
-    fn event_reasons() {
-        use ActionResult::*;
-        let table = [
-            (ActionKind::Cordon, Mode::Enforce, Done, "Cordoned"),
-            (ActionKind::Cordon, Mode::DryRun, WouldAct, "WouldCordon"),
-            (ActionKind::OutOfServiceTaint, Mode::Enforce, Done, "TaintedOutOfService"),
-            (ActionKind::DeleteNode, Mode::Enforce, Skipped, "DeleteNodeSkipped"),
-            (ActionKind::UndoNodeActions, Mode::Enforce, Failed, "UndoNodeActionsFailed"),
-            (ActionKind::UndoNodeActions, Mode::DryRun, WouldAct, "WouldUndoNodeActions"),
-        ];
-        for (kind, mode, result, want) in table {
-            assert_eq!(event_reason(kind, mode, result), want);
-        }
     }
 }

@@ -38,18 +38,31 @@ impl Writer {
 
 /// The record of an action about to be sent (Enforce), replaced by its outcome's.
 pub(super) fn pending_record(action: &Action, at: Timestamp) -> RecentAction {
+    let detail = Some("being sent: recorded before the request".into());
+    record(action, at, Mode::Enforce, action.reason().to_string(), ActionResult::Pending, detail)
+}
+
+/// The status record of an action.
+pub(super) fn record(
+    action: &Action,
+    at: Timestamp,
+    mode: Mode,
+    reason: String,
+    result: ActionResult,
+    detail: Option<String>,
+) -> RecentAction {
     let (namespace, name) = action.target();
     RecentAction {
         time: Time(at),
         action: action.kind(),
-        mode: Mode::Enforce,
+        mode,
         namespace: namespace.to_string(),
         name: name.to_string(),
         uid: action.uid().to_string(),
         node: action.node().to_string(),
         owner: action.owner().map(|o| format!("{}/{}", o.kind, o.name)),
-        reason: action.reason().to_string(),
-        result: ActionResult::Pending,
-        detail: Some("being sent: recorded before the request".into()),
+        reason,
+        result,
+        detail,
     }
 }

@@ -10,7 +10,7 @@ use kube::client::Body;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::core::{Action, ForceDelete};
+use crate::core::{Action, ForceDelete, PodTarget};
 
 type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
 
@@ -55,13 +55,15 @@ fn lease(renewed: &str) -> Value {
 
 fn action() -> Action {
     Action::ForceDelete(ForceDelete {
-        namespace: "ns".into(),
-        name: "web-0".into(),
-        uid: "uid-1".into(),
-        node: "n1".into(),
-        owner: None,
-        reason: "node n1 dead".into(),
-        threshold: Timestamp::UNIX_EPOCH,
+        pod: PodTarget {
+            namespace: "ns".into(),
+            name: "web-0".into(),
+            uid: "uid-1".into(),
+            node: "n1".into(),
+            owner: None,
+            reason: "node n1 dead".into(),
+            threshold: Timestamp::UNIX_EPOCH,
+        },
         blocks_rollout: None,
         lease_renewed: Some(RENEWED.parse().expect("ts")),
         fencing_required: None,
@@ -302,8 +304,11 @@ async fn force_deletes_on_one_node_share_their_reads_and_send_events_after_the_d
     let actions: Vec<Action> = (0..5)
         .map(|i| match action() {
             Action::ForceDelete(fd) => Action::ForceDelete(ForceDelete {
-                name: format!("web-{i}"),
-                uid: format!("uid-{}", i + 1),
+                pod: PodTarget {
+                    name: format!("web-{i}"),
+                    uid: format!("uid-{}", i + 1),
+                    ..fd.pod
+                },
                 ..fd
             }),
             other => other,

@@ -19,7 +19,7 @@ use jiff::{SignedDuration, Timestamp};
 
 use self::live_node_stuck::StuckPod;
 use self::release_gates::{Gate, Release, fencing_requirement, selected_kind};
-use super::action::{Action, ForceDelete, RemoveFinalizers};
+use super::action::{Act, Action, ForceDelete, PodTarget, RemoveFinalizers};
 use super::duration::add;
 use super::evidence::Suspension;
 use super::node::{NodeState, NodeSummary};
@@ -77,6 +77,15 @@ pub fn release_terminating_pods(
         let observation = views.get(node_name).map(|v| &v.observation);
         let (gate, stuck) = pod_gate(pod, node, observation, observed, policy, deleted_at, now);
         found.stuck.extend(stuck);
+        let target = |reason, threshold| PodTarget {
+            namespace: pod.namespace.clone(),
+            name: pod.name.clone(),
+            uid: pod.uid.clone(),
+            node: node_name.to_string(),
+            owner: pod.owner_key(),
+            reason,
+            threshold,
+        };
         let action = match gate {
             Gate::Blocked(reason, deadline) => {
                 found.deadlines.extend(deadline.filter(|t| *t > now));
@@ -84,13 +93,7 @@ pub fn release_terminating_pods(
             }
             Gate::Ready { threshold, reason, fencing_required, live_node } => {
                 Ok(Action::ForceDelete(ForceDelete {
-                    namespace: pod.namespace.clone(),
-                    name: pod.name.clone(),
-                    uid: pod.uid.clone(),
-                    node: node_name.to_string(),
-                    owner: pod.owner_key(),
-                    reason,
-                    threshold,
+                    pod: target(reason, threshold),
                     blocks_rollout: pod.blocks_rollout.clone(),
                     lease_renewed: node.lease_renewed,
                     fencing_required,
@@ -100,13 +103,7 @@ pub fn release_terminating_pods(
             }
             Gate::RemoveFinalizers { threshold, reason, remove, current } => {
                 let removal = RemoveFinalizers {
-                    namespace: pod.namespace.clone(),
-                    name: pod.name.clone(),
-                    uid: pod.uid.clone(),
-                    node: node_name.to_string(),
-                    owner: pod.owner_key(),
-                    reason,
-                    threshold,
+                    pod: target(reason, threshold),
                     remove,
                     current,
                     death: node.death.clone(),

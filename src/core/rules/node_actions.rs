@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 
 use jiff::{SignedDuration, Timestamp};
 
-use crate::core::action::{Action, NodeAction, NodeActionKind, node_acted_key};
+use crate::core::action::{Action, NodeAction, NodeActionKind, NodeTarget, node_acted_key};
 use crate::core::duration::{add, format_duration};
 use crate::core::node::{NodeState, NodeSummary};
 use crate::core::observed::{Acting, NodeView};
@@ -79,10 +79,12 @@ fn on_dead_node(
         }
         found.candidates.push(Action::Node(NodeAction {
             kind,
-            node: obs.name.clone(),
-            uid: control.uid.clone(),
-            reason: format!("{why}; node {} {}", obs.name, summary.why),
-            threshold: at,
+            node: NodeTarget {
+                name: obs.name.clone(),
+                uid: control.uid.clone(),
+                reason: format!("{why}; node {} {}", obs.name, summary.why),
+                threshold: at,
+            },
             lease_renewed: summary.lease_renewed,
             epoch: dead_at,
             death: summary.death.clone(),
@@ -165,13 +167,16 @@ fn undo(
     }
     found.undo.push(Action::Node(NodeAction {
         kind: NodeActionKind::Undo,
-        node: view.observation.name.clone(),
-        uid: control.uid.clone(),
-        reason: format!(
-            "Ready again since {ready_since} for undoAfter {}: our own cordon and taint come off",
-            format_duration(policy.node_actions.undo_after)
-        ),
-        threshold: at,
+        node: NodeTarget {
+            name: view.observation.name.clone(),
+            uid: control.uid.clone(),
+            reason: format!(
+                "Ready again since {ready_since} for undoAfter {}: our own cordon and taint come \
+                 off",
+                format_duration(policy.node_actions.undo_after)
+            ),
+            threshold: at,
+        },
         lease_renewed: view.observation.lease_renewed,
         epoch: ready_since,
         death: None,
@@ -194,8 +199,7 @@ mod tests {
         evaluate(&node, &summary, &p, &acted, &Acting::default(), t(60), &mut found);
         assert_eq!(kinds(&found.candidates), vec!["Cordon"]);
         // Recorded (say in DryRun, where the node does not change): not again.
-        let Action::Node(cordon) = &found.candidates[0] else { panic!("a node action") };
-        acted.insert(cordon.acted_key());
+        acted.insert(found.candidates[0].acted_key());
         let mut again = NodeFindings::default();
         evaluate(&node, &summary, &p, &acted, &Acting::default(), t(61), &mut again);
         assert!(again.candidates.is_empty(), "{again:?}");

@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 
 use super::release_gates::selected_kind;
-use crate::core::action::{Action, Evict};
+use crate::core::action::{Action, Evict, PodTarget};
 use crate::core::duration::{add, format_duration};
 use crate::core::node::{NodeState, NodeSummary};
 use crate::core::observed::{NodeView, Observed, OwnerKey};
@@ -112,13 +112,15 @@ pub fn stale_pods(
             (true, OwnerKind::Bare) => "not evicted: no controller would replace it".to_string(),
             (true, _) => {
                 found.candidates.push(Action::Evict(Evict {
-                    namespace: pod.namespace.clone(),
-                    name: pod.name.clone(),
-                    uid: pod.uid.clone(),
-                    node: node_name.to_string(),
-                    owner: pod.owner_key(),
-                    reason: why.clone(),
-                    threshold: due,
+                    pod: PodTarget {
+                        namespace: pod.namespace.clone(),
+                        name: pod.name.clone(),
+                        uid: pod.uid.clone(),
+                        node: node_name.to_string(),
+                        owner: pod.owner_key(),
+                        reason: why.clone(),
+                        threshold: due,
+                    },
                     outage,
                     stale_seen: pod.stale_seen.unwrap_or(outage.from),
                 }));

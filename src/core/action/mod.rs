@@ -1,0 +1,247 @@
+//! The actions: what the writer carries out (or records, in DryRun), and the last look that
+//! decides, from fresh reads right before a request, whether an action still stands.
+//!
+//! Its own module because actions are the contract between the pure core and the one writer:
+//! the rules produce them, the guards ration them, the writer executes them. An action is one
+//! type over a shared target ([`PodTarget`] or [`NodeTarget`]) and one implementation of [`Act`]
+//! (its kind, ledger key, last-look recheck, how it is told); what is the same for every action
+//! of a kind (Event reasons, log words, how a Pending record resolves) is one row of
+//! [`kinds::spec`]. Adding one: `docs/development/adding-an-action.md`.
+
+use jiff::Timestamp;
+
+use super::observed::OwnerKey;
+use crate::crd::{ActionKind, FencingSpec};
+
+mod evict;
+mod force_delete;
+pub mod kinds;
+mod look;
+mod node;
+mod remove_finalizers;
+mod skip;
+
+pub use evict::Evict;
+pub use force_delete::ForceDelete;
+pub use kinds::{KindSpec, PodResolution, event_reason};
+pub use look::{
+    FreshNode, FreshPod, FreshPolicy, LastLook, UndoChanges, policy_still_enforces, same_pod,
+    same_second, undo_changes,
+};
+pub use node::{NodeAction, NodeActionKind, node_acted_key};
+pub use remove_finalizers::{RemoveFinalizers, removal_acted_key};
+pub use skip::{PolicySkip, Skip};
+
+/// The pod a pod action is about, and why and since when it is due.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodTarget {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub node: String,
+    /// The owner whose per-owner budget the action spends; `None` for a bare pod.
+    pub owner: Option<OwnerKey>,
+    /// Why, for Events, logs and status.
+    pub reason: String,
+    /// The instant the action became due; rate limiting may act later. Latency is measured
+    /// from here, and candidates spend the guards oldest threshold first.
+    pub threshold: Timestamp,
+}
+
+/// The node a node action is about, and why and since when it is due.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeTarget {
+    pub name: String,
+    pub uid: String,
+    /// Why, for Events, logs and status.
+    pub reason: String,
+    /// The instant it became due.
+    pub threshold: Timestamp,
+}
+
+/// What an action is about: a pod or a node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target<'a> {
+    Pod(&'a PodTarget),
+    Node(&'a NodeTarget),
+}
+
+impl<'a> Target<'a> {
+    /// The pod's namespace; empty for a node.
+    pub fn namespace(self) -> &'a str {
+        match self {
+            Target::Pod(p) => &p.namespace,
+            Target::Node(_) => "",
+        }
+    }
+
+    /// The pod's name, or the node's.
+    pub fn name(self) -> &'a str {
+        match self {
+            Target::Pod(p) => &p.name,
+            Target::Node(n) => &n.name,
+        }
+    }
+
+    /// The UID of the pod, or of the node.
+    pub fn uid(self) -> &'a str {
+        match self {
+            Target::Pod(p) => &p.uid,
+            Target::Node(n) => &n.uid,
+        }
+    }
+
+    /// The pod's node, or the node itself.
+    pub fn node(self) -> &'a str {
+        match self {
+            Target::Pod(p) => &p.node,
+            Target::Node(n) => &n.name,
+        }
+    }
+
+    pub fn owner(self) -> Option<&'a OwnerKey> {
+        match self {
+            Target::Pod(p) => p.owner.as_ref(),
+            Target::Node(_) => None,
+        }
+    }
+
+    pub fn reason(self) -> &'a str {
+        match self {
+            Target::Pod(p) => &p.reason,
+            Target::Node(n) => &n.reason,
+        }
+    }
+
+    pub fn threshold(self) -> Timestamp {
+        match self {
+            Target::Pod(p) => p.threshold,
+            Target::Node(n) => n.threshold,
+        }
+    }
+}
+
+/// One kind of action: implemented once per action type.
+pub trait Act {
+    /// The kind as recorded in the status and the metrics; its row of [`kinds::spec`] holds
+    /// its Event reasons, log words and how a Pending record of it resolves.
+    fn kind(&self) -> ActionKind;
+
+    /// What it is about.
+    fn target(&self) -> Target<'_>;
+
+    /// The key its outcome is remembered by once done (and its failures, while failing), so
+    /// that it is not taken (or, in DryRun, recorded) again.
+    fn acted_key(&self) -> String {
+        self.target().uid().to_string()
+    }
+
+    /// Whether the action still stands after the last look (fresh reads of the pod, its node,
+    /// the node's Lease and the policy). `planned_generation` is the policy generation the
+    /// plan was made with; `fencing` its fencing settings. `Err` says why it is skipped.
+    fn recheck(
+        &self,
+        look: &LastLook<'_>,
+        planned_generation: Option<i64>,
+        fencing: &FencingSpec,
+    ) -> Result<(), Skip>;
+
+    /// What its Events say it does (before the note's detail): by default its reason.
+    fn note(&self) -> String {
+        self.target().reason().to_string()
+    }
+
+    /// Why, as its status record says once it ran: by default its reason.
+    fn recorded_reason(&self) -> String {
+        self.target().reason().to_string()
+    }
+
+    /// What `plan` shows beside the target, under a JSON key (the finalizers removed).
+    fn shown(&self) -> Option<(&'static str, &[String])> {
+        None
+    }
+}
+
+/// Something the writer should do (or record, in DryRun).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    ForceDelete(ForceDelete),
+    Node(NodeAction),
+    RemoveFinalizers(RemoveFinalizers),
+    Evict(Evict),
+}
+
+impl Action {
+    /// The action's one implementation of [`Act`].
+    pub fn act(&self) -> &dyn Act {
+        match self {
+            Action::ForceDelete(a) => a,
+            Action::Node(a) => a,
+            Action::RemoveFinalizers(a) => a,
+            Action::Evict(a) => a,
+        }
+    }
+
+    pub fn kind(&self) -> ActionKind {
+        self.act().kind()
+    }
+
+    /// See [`Act::acted_key`].
+    pub fn acted_key(&self) -> String {
+        self.act().acted_key()
+    }
+
+    /// See [`Act::recheck`].
+    pub fn recheck(
+        &self,
+        look: &LastLook<'_>,
+        planned_generation: Option<i64>,
+        fencing: &FencingSpec,
+    ) -> Result<(), Skip> {
+        self.act().recheck(look, planned_generation, fencing)
+    }
+
+    /// The pod it is about; `None` for a node action.
+    pub fn pod(&self) -> Option<&PodTarget> {
+        match self.act().target() {
+            Target::Pod(pod) => Some(pod),
+            Target::Node(_) => None,
+        }
+    }
+
+    /// Whether it undoes this operator's own changes (never destructive).
+    pub fn is_undo(&self) -> bool {
+        matches!(self, Action::Node(n) if n.kind == NodeActionKind::Undo)
+    }
+
+    /// The UID of the object the action is about: the pod's, or the node's.
+    pub fn uid(&self) -> &str {
+        self.act().target().uid()
+    }
+
+    /// The instant the action became due: candidates spend the guards oldest threshold first.
+    pub fn threshold(&self) -> Timestamp {
+        self.act().target().threshold()
+    }
+
+    /// The owner whose per-owner budget the action spends; `None` for a bare pod or a node.
+    pub fn owner(&self) -> Option<&OwnerKey> {
+        self.act().target().owner()
+    }
+
+    /// The namespace and name of what the action targets: the order among equal thresholds.
+    pub fn target(&self) -> (&str, &str) {
+        let target = self.act().target();
+        (target.namespace(), target.name())
+    }
+
+    /// The node the action is about (a pod's node, or the node itself).
+    pub fn node(&self) -> &str {
+        self.act().target().node()
+    }
+
+    /// Why, for Events, logs and status.
+    pub fn reason(&self) -> &str {
+        self.act().target().reason()
+    }
+}
