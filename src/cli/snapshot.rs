@@ -16,8 +16,9 @@ use kube::api::{Api, ListParams, WatchEvent, WatchParams};
 
 use super::StormArgs;
 use crate::adapters::{NODE_LEASE_NAMESPACE, rearm_token};
-use crate::controllers::memory::PolicyMemory;
-use crate::core::{Acting, Observed, Plan, StormInput, circuit_memory, plan, validate};
+use crate::core::{
+    Acting, Observed, Past, Plan, PolicyHistory, StormInput, circuit_memory, plan, validate,
+};
 use crate::crd::{Mode, RemediationPolicy};
 use crate::index::kinds::WATCHED;
 use crate::index::state::{ClusterState, WatchedKind};
@@ -86,8 +87,8 @@ pub async fn take(
             // The same history the operator starts from: the policy's recorded actions. In
             // DryRun a pod already recorded is still shown as what the policy would do: the
             // audit reader wants every would-be action, not only the ones not reported yet.
-            let (recent_actions, mut acted_pods) =
-                PolicyMemory::default().history(validated.mode, policy.status.as_ref(), now);
+            let Past { recent: recent_actions, acted: mut acted_pods, .. } =
+                PolicyHistory::default().past(validated.mode, policy.status.as_ref(), now);
             if validated.mode == Mode::DryRun {
                 acted_pods.clear();
             }

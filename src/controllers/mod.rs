@@ -3,6 +3,5 @@
 //! [decides](crate::core::decide()), hands that to the writer and keeps what it did in the
 //! history; the rollout reporter tells about blocked rollouts whatever the policies say.
 
-pub mod memory;
 pub mod policy;
 pub mod rollout_reporter;

@@ -17,7 +17,7 @@ use super::observed::{Backoff, CircuitMemory, Observed, OwnerKey, PastAction};
 use super::plan::Plan;
 use super::pod_notices::{FencingNotice, PodNotice};
 use super::status::{COUNTS_EVERY, circuit_memory};
-use crate::crd::{ActionKind, ActionResult, Mode, RecentAction, RemediationPolicyStatus};
+use crate::crd::{ActionResult, Mode, RecentAction, RemediationPolicyStatus};
 
 #[derive(Debug, Default)]
 pub struct PolicyHistory {
@@ -376,10 +376,8 @@ fn seed_acted(status: Option<&RemediationPolicyStatus>, mode: Mode) -> BTreeSet<
             s.recent_actions
                 .iter()
                 .filter(|a| a.mode == mode && a.result.counts_as_action())
-                .filter_map(|a| match a.action {
-                    ActionKind::ForceDelete | ActionKind::Evict => Some(a.uid.clone()),
-                    ActionKind::RemoveFinalizers => Some(super::removal_acted_key(&a.uid)),
-                    _ => None,
+                .filter_map(|a| {
+                    super::action::kinds::spec(a.action).acted_key.map(|key| key(&a.uid))
                 })
                 .collect()
         })
@@ -399,6 +397,7 @@ pub fn owner_key(record: &RecentAction) -> Option<OwnerKey> {
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
+    use crate::crd::ActionKind;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
     pub fn at(s: i64) -> Timestamp {
@@ -532,6 +531,7 @@ pub(super) mod tests {
             uid: uid.into(),
             reason: "StuckTerminating",
             cause: "Finalizers",
+            quote_kubelet: false,
             evidence: evidence.into(),
             note: String::new(),
         };

@@ -31,6 +31,15 @@ impl StuckCause {
         }
     }
 
+    /// Whether the kubelet's own Warning Events say what it is waiting for: it still runs
+    /// containers, or has stopped them and does not finish.
+    pub fn kubelet_explains(&self) -> bool {
+        matches!(
+            self,
+            StuckCause::ContainersRunning { .. } | StuckCause::KubeletNotFinishing { .. }
+        )
+    }
+
     /// Every code, for metrics that show zeros.
     pub const CODES: [&'static str; 3] = ["Finalizers", "ContainersRunning", "KubeletNotFinishing"];
 

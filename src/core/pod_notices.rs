@@ -120,6 +120,9 @@ pub struct PodNotice {
     /// The cause's code (`Finalizers`, `ContainersRunning`, `KubeletNotFinishing`,
     /// `StaleReadiness`): the Event's action.
     pub cause: &'static str,
+    /// Whether the kubelet's latest Warning Event about the pod is worth quoting: it says what
+    /// the kubelet waits for.
+    pub quote_kubelet: bool,
     /// The evidence (finalizers, containers, volumes named): a new one is a new notice.
     pub evidence: String,
     /// The whole sentence: the node, since when, the evidence, what the policy does.
@@ -143,6 +146,7 @@ pub fn stuck_on_live_nodes(plan: &Plan) -> Vec<PodNotice> {
                 uid: s.uid.clone(),
                 reason: "StuckTerminating",
                 cause: s.cause.code(),
+                quote_kubelet: s.cause.kubelet_explains(),
                 evidence: s.cause.detail(),
                 note: format!(
                     "pod {}/{} is stuck Terminating on live node {} since {} ({}): {}. {what}",
@@ -168,6 +172,7 @@ pub fn stale_ready(plan: &Plan) -> Vec<PodNotice> {
             uid: s.uid.clone(),
             reason: "StaleReadiness",
             cause: "StaleReadiness",
+            quote_kubelet: false,
             evidence: s.ready_false_since.to_string(),
             note: format!("pod {}/{}: {}", s.namespace, s.name, s.note),
         })

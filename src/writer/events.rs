@@ -239,7 +239,7 @@ impl Writer {
     /// is quoted: what the kubelet says it is waiting for.
     pub(super) async fn pod_notice_event(&self, policy: &str, notice: &PodNotice) {
         let mut note = format!("policy {policy}: {}", notice.note);
-        if matches!(notice.cause, "KubeletNotFinishing" | "ContainersRunning")
+        if notice.quote_kubelet
             && let Some(quote) = latest_kubelet_warning(&self.client, notice).await
         {
             note.push_str(&format!(" The kubelet's latest warning: {quote}"));

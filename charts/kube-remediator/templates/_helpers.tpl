@@ -55,7 +55,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 
 {{/*
 The namespace of the kubelets' Leases, which the operator reads to tell a dead kubelet from a slow
-one (NODE_LEASE_NAMESPACE in src/controllers/observe.rs).
+one (NODE_LEASE_NAMESPACE in src/adapters/mod.rs).
 */}}
 {{- define "kube-remediator.nodeLeaseNamespace" -}}
 kube-node-lease

@@ -1,12 +1,14 @@
 //! The one table of what every action of a kind shares: its Event reasons, the words of its log
-//! line, and how a record of it left `Pending` (or `Failed`) resolves. Keyed by [`ActionKind`],
+//! line, the key a status record of it is remembered by after a restart, and how a record of it
+//! left `Pending` (or `Failed`) resolves. Keyed by [`ActionKind`],
 //! the key of status records and metrics, so a record alone finds its row; the match is
 //! exhaustive, so a new kind does not compile without its row.
 
+use super::removal_acted_key;
 use crate::crd::{ActionKind, ActionResult, Mode};
 
 /// What every action of one kind shares.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug)]
 pub struct KindSpec {
     /// The Event reasons: done (Enforce), recorded (DryRun), skipped, failed.
     pub done: &'static str,
@@ -17,6 +19,11 @@ pub struct KindSpec {
     pub acting: &'static str,
     pub would_act: &'static str,
     pub not_done: &'static str,
+    /// The "already acted" key of a status record of it, from the record's UID, so that a
+    /// restart does not act on the same pod again (the action's own
+    /// [`acted_key`](super::Act::acted_key)); `None` for a node action, whose records are
+    /// kept by the node's own record.
+    pub acted_key: Option<fn(&str) -> String>,
     /// How a record of it left `Pending` or `Failed` resolves from a fresh read of its pod;
     /// `None` for a node action, resolved from the node ([`crate::core::node_action_took_effect`]).
     pub resolution: Option<PodResolution>,
@@ -42,6 +49,7 @@ pub fn spec(kind: ActionKind) -> KindSpec {
         acting: "node action",
         would_act: "node action",
         not_done: "node action failed",
+        acted_key: None,
         resolution: None,
     };
     match kind {
@@ -53,6 +61,7 @@ pub fn spec(kind: ActionKind) -> KindSpec {
             acting: "force-delete pod",
             would_act: "would force-delete pod",
             not_done: "action failed",
+            acted_key: Some(str::to_string),
             resolution: Some(Gone),
         },
         ActionKind::RemoveFinalizers => KindSpec {
@@ -63,6 +72,7 @@ pub fn spec(kind: ActionKind) -> KindSpec {
             acting: "remove finalizers",
             would_act: "would remove finalizers",
             not_done: "action failed",
+            acted_key: Some(removal_acted_key),
             resolution: Some(Gone),
         },
         ActionKind::Evict => KindSpec {
@@ -73,6 +83,7 @@ pub fn spec(kind: ActionKind) -> KindSpec {
             acting: "evict pod",
             would_act: "would evict pod",
             not_done: "eviction not done",
+            acted_key: Some(str::to_string),
             resolution: Some(GoneOrTerminating),
         },
         ActionKind::Cordon => node("Cordoned", "WouldCordon", "CordonSkipped", "CordonFailed"),
