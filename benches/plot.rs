@@ -1,5 +1,5 @@
 //! The rss benchmark's results on disk and its plot: each run writes its tier's figures to
-//! `target/bench/rss-<nodes>x<pods>.json`, then draws `docs/img/rss.svg` from every such file
+//! `target/bench/rss-<nodes>x<pods>.json`, then draws `docs/src/img/rss.svg` from every such file
 //! present (a hand-written SVG: a grouped bar chart of steady RSS per process, one group per
 //! cluster, on a log scale).
 
@@ -293,7 +293,7 @@ fn svg(groups: &[Group], pod_bytes: Option<u64>) -> String {
     }
     let _ = writeln!(
         s,
-        r#"<text x="{left}" y="{:.1}" fill="dimgray">Values in MiB (VmRSS). Go peer: controller-runtime, one informer per kind kube-remediator watches; see docs/benchmarks.md.</text>"#,
+        r#"<text x="{left}" y="{:.1}" fill="dimgray">Values in MiB (VmRSS). Go peer: controller-runtime, one informer per kind kube-remediator watches; see docs/src/operations/benchmarks.md.</text>"#,
         ly + 52.0
     );
     s.push_str("</svg>\n");

@@ -17,7 +17,7 @@
 //! set the size; `KUBE_REMEDIATOR_BENCHBIN` a directory holding a built `peer`.
 //!
 //! Each run writes its tier's figures to `target/bench/rss-<nodes>x<pods>.json` and then draws
-//! `docs/img/rss.svg` (steady RSS per process, one group of bars per cluster) from every such
+//! `docs/src/img/rss.svg` (steady RSS per process, one group of bars per cluster) from every such
 //! file present; `KUBE_REMEDIATOR_BENCH_PLOT_ONLY=1` only redraws it from the files.
 
 // The benchmark uses a small part of the test support; the end-to-end tests, which include the
@@ -82,7 +82,7 @@ async fn run() -> Result<()> {
 
 /// Where the plot goes.
 fn svg_path() -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/img/rss.svg")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/src/img/rss.svg")
 }
 
 /// One of the measured programs.

@@ -6,7 +6,7 @@
 //! type over a shared target ([`PodTarget`] or [`NodeTarget`]) and one implementation of [`Act`]
 //! (its kind, ledger key, last-look recheck, how it is told); what is the same for every action
 //! of a kind (Event reasons, log words, how a Pending record resolves) is one row of
-//! [`kinds::spec`]. Adding one: `docs/development/adding-an-action.md`.
+//! [`kinds::spec`]. Adding one: `docs/src/development/adding-an-action.md`.
 
 use jiff::Timestamp;
 
