@@ -1,7 +1,7 @@
 //! The release's packaging checked without a control plane: the Helm chart and what is
 //! generated from it (`chart-*`, with the pinned `helm` and `promtool`), and the image and kubectl
-//! plugin `tools/image` builds (`image-*`, ignored unless `$KUBE_REMEDIATOR_IMAGE` names them).
-//! It runs in seconds.
+//! plugin `tools/image` builds (`image-*`, ignored unless `$KUBE_REMEDIATOR_IMAGE` names them),
+//! and the manual's and the README's links (`docs-links`). It runs in seconds.
 //!
 //! Run with `tools/test` (or `cargo test --test packaging`); filter like any cargo test
 //! (`cargo test --test packaging -- chart-`). The same libtest-mimic harness as the end-to-end
@@ -15,10 +15,11 @@
 mod support;
 
 mod chart;
+mod docs;
 mod image;
 
 fn main() {
     let args = libtest_mimic::Arguments::from_args();
-    let trials = [chart::trials(), image::trials()].into_iter().flatten().collect();
+    let trials = [chart::trials(), docs::trials(), image::trials()].into_iter().flatten().collect();
     libtest_mimic::run(&args, trials).exit();
 }
