@@ -74,13 +74,12 @@ fn check_link(file: &Path, book: &Path, target: &str) -> Result<(), String> {
     if !resolved.exists() {
         return Err(format!("no such file: {}", resolved.display()));
     }
-    if let Some(anchor) = anchor {
-        if resolved.extension().is_some_and(|e| e == "md") {
-            let text = std::fs::read_to_string(&resolved).map_err(|e| e.to_string())?;
-            let slugs = heading_slugs(&text);
-            if !slugs.contains(anchor) {
-                return Err(format!("no heading #{anchor} in {}", resolved.display()));
-            }
+    if let Some(anchor) = anchor
+        && resolved.extension().is_some_and(|e| e == "md")
+    {
+        let text = std::fs::read_to_string(&resolved).map_err(|e| e.to_string())?;
+        if !heading_slugs(&text).contains(anchor) {
+            return Err(format!("no heading #{anchor} in {}", resolved.display()));
         }
     }
     Ok(())
