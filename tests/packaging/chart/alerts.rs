@@ -2,7 +2,8 @@
 //! default durations) passes `promtool check rules`, and `promtool test rules` runs
 //! `alerts.test.yaml` against it: each alert fires on synthetic series when and with the
 //! labels, value and text it should, not before, and counts once what two replicas both export.
-//! Every alert the chart defines has a test there.
+//! Every alert the chart defines has a test there, and a `runbook_url` naming its page in the
+//! manual (`docs/src/runbooks/<alert>.md`), which exists.
 
 use std::collections::BTreeSet;
 use std::process::Command;
@@ -52,6 +53,7 @@ pub(super) fn alerts_pass_promtool() -> Result<()> {
     let untested: Vec<&&str> = defined.iter().filter(|a| !tested.contains(**a)).collect();
     ensure!(untested.is_empty(), "alerts without a test in {TESTS}: {untested:?}");
     ensure!(defined.len() == 4, "the chart defines {defined:?}");
+    runbooks_exist(groups)?;
 
     let promtool = TestBin::locate_ship()?.path("promtool");
     for args in [["check", "rules", "rules.yaml"], ["test", "rules", "alerts.test.yaml"]] {
@@ -67,6 +69,20 @@ pub(super) fn alerts_pass_promtool() -> Result<()> {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
+    }
+    Ok(())
+}
+
+/// Every alert's `runbook_url` ends in `/<alert>.md`, and that page is in the manual.
+fn runbooks_exist(groups: &serde_json::Value) -> Result<()> {
+    let rules = groups.as_array().into_iter().flatten();
+    for rule in rules.flat_map(|g| g["rules"].as_array().into_iter().flatten()) {
+        let Some(alert) = rule["alert"].as_str() else { continue };
+        let url = rule["annotations"]["runbook_url"].as_str().unwrap_or_default();
+        let page = format!("{alert}.md");
+        ensure!(url.ends_with(&format!("/{page}")), "{alert}: runbook_url {url:?} names no page");
+        let path = repo_root().join("docs/src/runbooks").join(&page);
+        ensure!(path.is_file(), "{alert}: its runbook {} does not exist", path.display());
     }
     Ok(())
 }
