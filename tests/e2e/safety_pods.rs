@@ -28,7 +28,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail, ensure};
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
@@ -507,14 +507,29 @@ async fn a_refused_eviction_waits_its_backoff(cluster: &Cluster, env: &TestEnv) 
     };
     holds_for("the refused eviction to wait its backoff", until(end), bounded).await?;
     // The audit log is written as requests complete: once it has one received after the end,
-    // it has those received before.
+    // it has those received before. A quiet cluster may write nothing it keeps (Lease renewals
+    // and node status are not logged), so past `later` the test writes a marker ConfigMap of
+    // its own (not the operator's: not counted).
     let later = end + SignedDuration::from_secs(1);
-    wait_for("the audit log past the window", Duration::from_secs(30), || async {
-        Ok(cluster
-            .audit_writes()?
-            .iter()
-            .any(|e| e.received.is_some_and(|t| t > later))
-            .then_some(()))
+    let configmaps = Api::<ConfigMap>::namespaced(env.client.clone(), &env.namespace);
+    let marker: ConfigMap = serde_json::from_value(json!({
+        "metadata": { "generateName": "audit-marker-" },
+    }))?;
+    let mut marked = false;
+    wait_for("the audit log past the window", Duration::from_secs(30), || {
+        let write_marker = !marked && Timestamp::now() > later;
+        marked |= write_marker;
+        let (configmaps, marker) = (&configmaps, &marker);
+        async move {
+            if write_marker {
+                configmaps.create(&PostParams::default(), marker).await?;
+            }
+            Ok(cluster
+                .audit_writes()?
+                .iter()
+                .any(|e| e.received.is_some_and(|t| t > later))
+                .then_some(()))
+        }
     })
     .await?;
     bounded().await.context("the refused eviction to wait its backoff")?;
