@@ -82,7 +82,8 @@ pub async fn identity(
         .await
         .with_context(|| format!("a token for {name}"))?
         .status
-        .and_then(|s| s.token)
+        .map(|s| s.token)
+        .filter(|token| !token.is_empty())
         .context("a TokenRequest without a token")?;
     let admin = Kubeconfig::read_from(&cluster.kubeconfig)?;
     let endpoint = admin

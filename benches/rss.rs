@@ -88,7 +88,7 @@ fn svg_path() -> std::path::PathBuf {
 /// One of the measured programs.
 #[derive(Clone, Copy)]
 enum Contender {
-    /// kube-remediator with `--initial-lists` (None: its default, streaming on 1.36).
+    /// kube-remediator with `--initial-lists` (None: its default, streaming from 1.34).
     Remediator(Option<&'static str>),
     /// kube-remediator, its default lists, with this many policies in scope (the benchmark's
     /// own and copies of it).

@@ -9,6 +9,7 @@
 //! - [`writer`]: the only module that writes to the API server; DryRun records instead.
 //! - [`safety`]: the safety kernel every pod and node write passes right before it is sent.
 //! - [`leader`]: leader election on a Lease; only the leader acts.
+//! - [`server`]: what the API server can do: its version and the features the operator uses.
 //! - [`clock`]: the operator's own clock, by which all evidence is timed.
 //! - [`operator`]: the operator's wiring: watches, election, controller, probes.
 //! - [`cli`]: command-line entry points; they parse arguments and call the rest.
@@ -28,6 +29,7 @@ pub mod leader;
 pub mod metrics;
 pub mod operator;
 pub mod safety;
+pub mod server;
 pub mod telemetry;
 pub mod writer;
 

@@ -25,6 +25,7 @@ use crate::index::state::ClusterState;
 use crate::index::watches::InitialLists;
 use crate::leader::{self, Ended, LeaderElection, Leadership};
 use crate::metrics::Metrics;
+use crate::server::ServerFeatures;
 use crate::writer::Writer;
 use crate::{Error, Result};
 
@@ -54,16 +55,9 @@ pub async fn run(client: Client, writer_client: Client, config: Config) -> Resul
     let (trigger_tx, trigger_rx) = tokio::sync::watch::channel(0u64);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
 
-    let lists = match config.initial_lists {
-        Some(lists) => lists,
-        None => match client.apiserver_version().await {
-            Ok(v) => InitialLists::for_server(&v.major, &v.minor),
-            Err(e) => {
-                warn!(error = %e, "cannot read the API server's version: paged lists");
-                InitialLists::Paged
-            }
-        },
-    };
+    let server = ServerFeatures::detect(&client).await;
+    server.log();
+    let lists = config.initial_lists.unwrap_or_else(|| server.initial_lists());
     info!(
         initial_lists = lists.as_str(),
         "watches get the current state by {} lists",

@@ -1,4 +1,5 @@
-//! `kube-remediator cluster-info`: connectivity check and a node health report.
+//! `kube-remediator cluster-info`: connectivity check, the server's version and the features the
+//! operator depends on, and a node health report.
 
 use std::process::ExitCode;
 
@@ -10,6 +11,7 @@ use super::ConnectionArgs;
 use super::table::{Table, human};
 use crate::adapters::{NODE_LEASE_NAMESPACE, node_observation};
 use crate::core::{NodeHealth, NodeObservation, assess_node};
+use crate::server::{NEWEST_SUPPORTED, OLDEST_SUPPORTED, ServerFeatures, Support};
 use crate::{Error, Result};
 
 #[derive(Debug, clap::Args)]
@@ -27,7 +29,8 @@ enum Output {
 
 pub async fn run(conn: &ConnectionArgs, args: Args) -> Result<ExitCode> {
     let client = conn.one_shot_client().await?;
-    let server = client.apiserver_version().await.map_err(Error::ReadServerVersion)?;
+    let version = client.apiserver_version().await.map_err(Error::ReadServerVersion)?;
+    let server = ServerFeatures::detect(&client).await;
     let nodes = Api::<Node>::all(client.clone())
         .list(&ListParams::default())
         .await
@@ -63,18 +66,41 @@ pub async fn run(conn: &ConnectionArgs, args: Args) -> Result<ExitCode> {
                     })
                 })
                 .collect();
-            let doc = serde_json::json!({ "serverVersion": server.git_version, "nodes": nodes });
+            let features: Vec<_> = server
+                .report()
+                .into_iter()
+                .map(|l| serde_json::json!({ "feature": l.feature, "state": l.state, "note": l.note }))
+                .collect();
+            let doc = serde_json::json!({
+                "serverVersion": version.git_version,
+                "supported": server.support() == Support::Supported,
+                "features": features,
+                "nodes": nodes,
+            });
             println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
         }
         Output::Table => {
             let healthy = report.iter().filter(|(_, h)| h.is_healthy()).count();
             println!(
-                "Kubernetes {} ({} nodes: {} Ready, {} not Ready)",
-                server.git_version,
+                "Kubernetes {} ({}; {} nodes: {} Ready, {} not Ready)",
+                version.git_version,
+                match server.support() {
+                    Support::Supported => "supported".to_string(),
+                    Support::Older | Support::Newer => format!(
+                        "outside the tested range 1.{OLDEST_SUPPORTED} to 1.{NEWEST_SUPPORTED}"
+                    ),
+                    Support::Unknown => "version not understood".to_string(),
+                },
                 report.len(),
                 healthy,
                 report.len() - healthy
             );
+            println!();
+            let mut features = Table::new(["FEATURE", "ON THIS SERVER", "WHAT THE OPERATOR DOES"]);
+            for line in server.report() {
+                features.row([line.feature.to_string(), line.state.to_string(), line.note]);
+            }
+            features.print("");
             if !report.is_empty() {
                 println!();
                 let mut table = Table::new([

@@ -83,7 +83,8 @@ pub enum Command {
     /// Explain one pod: why it is still Terminating, what its node looks like, and what each
     /// RemediationPolicy will do about it and when (read-only, one-shot).
     Explain(explain::Args),
-    /// Connect to the cluster and report its version and the health of every node.
+    /// Connect to the cluster and report its version (supported or not), the server features
+    /// the operator depends on, and the health of every node.
     ClusterInfo(cluster_info::Args),
     /// Print the RemediationPolicy CustomResourceDefinition (YAML), generated from the code.
     Crd,

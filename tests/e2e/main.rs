@@ -29,6 +29,29 @@ mod stale_readiness;
 mod storm;
 mod stuck_terminating;
 
+/// The smoke set: every write the operator makes (force delete, eviction, finalizer removal,
+/// each node action and its undo, status, Events, the leader Lease), the CRD's validation, and the
+/// chart with its admission policy. `tools/test` runs it on the oldest supported Kubernetes
+/// (`KUBE_REMEDIATOR_E2E_SET=smoke`); the whole suite runs on the newest.
+const SMOKE: &[&str] = &[
+    "cp-dead-node",
+    "oe-server-features",
+    "pv-examples-accepted",
+    "pv-bad-specs-refused",
+    "st-enforce",
+    "st-statefulset-fencing",
+    "ln-finalizer-reported",
+    "ln-kubelet-not-finishing",
+    "sr-blip-evict",
+    "ro-recreate-enforce",
+    "na-thresholds",
+    "na-undo",
+    "le-one-leader",
+    "le-failover",
+    "chart-install",
+    "chart-admission-guard",
+];
+
 fn main() {
     let mut args = libtest_mimic::Arguments::from_args();
     // The tests mostly wait on the control plane, so run more of them than there are cores.
@@ -64,6 +87,23 @@ fn main() {
     .into_iter()
     .flatten()
     .collect();
+    let trials = match std::env::var("KUBE_REMEDIATOR_E2E_SET").as_deref() {
+        Ok("smoke") => {
+            let missing: Vec<_> =
+                SMOKE.iter().filter(|name| !trials.iter().any(|t| t.name() == **name)).collect();
+            assert!(
+                missing.is_empty(),
+                "the smoke set names trials that do not exist: {missing:?}"
+            );
+            trials.into_iter().filter(|t| SMOKE.contains(&t.name())).collect()
+        }
+        Ok("all") | Err(_) => trials,
+        Ok(other) => panic!("KUBE_REMEDIATOR_E2E_SET={other}: expected smoke or all"),
+    };
+    if let (false, Ok(bin)) = (args.list, support::cluster::TestBin::locate()) {
+        let version = bin.kubernetes_version().unwrap_or_else(|e| format!("unknown ({e:#})"));
+        eprintln!("e2e: {} trials on Kubernetes {version} ({})", trials.len(), bin.dir.display());
+    }
     let conclusion = libtest_mimic::run(&args, trials);
     support::stop_clusters();
     conclusion.exit();

@@ -18,6 +18,7 @@ pub fn trials() -> Vec<Trial> {
         e2e!("oe-missing-rbac", missing_permissions_fail_start_up_with_one_clear_error),
         e2e!("oe-kubeconfig-env", kubeconfig_is_read_from_the_environment_as_kubectl_does),
         e2e!("oe-deleted-policy-series", a_deleted_policys_series_leave_metrics),
+        e2e!("oe-server-features", server_features_are_detected_and_shown),
     ]
 }
 
@@ -207,6 +208,67 @@ async fn a_deleted_policys_series_leave_metrics(env: &TestEnv) -> Result<()> {
         "[{}] series gone {:.1}s after the deletion",
         env.name,
         deleted.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// What the operator finds out about the server matches the release the control plane was
+/// built from: `cluster-info -o json` names the version and each feature's state on it, and
+/// `run` logs the same once at start-up and picks its initial lists by it (paged on 1.33, where
+/// WatchList is off by default; streamed from 1.34).
+async fn server_features_are_detected_and_shown(env: &TestEnv) -> Result<()> {
+    let cluster = shared_cluster().await?;
+    crate::support::install_crd(&env.client).await?;
+    let version = cluster.bin.kubernetes_version()?;
+    let minor = cluster.bin.kubernetes_minor()?;
+    let kubeconfig = cluster.kubeconfig.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(binary())
+            .args(["cluster-info", "-o", "json", "--kubeconfig"])
+            .arg(&kubeconfig)
+            .output()
+    })
+    .await??;
+    ensure!(out.status.success(), "cluster-info failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    ensure!(
+        doc["serverVersion"] == version.as_str(),
+        "serverVersion {} on {version}",
+        doc["serverVersion"]
+    );
+    ensure!(doc["supported"] == true, "{version} reported unsupported: {doc}");
+    let state = |feature: &str| {
+        doc["features"]
+            .as_array()
+            .and_then(|f| f.iter().find(|l| l["feature"] == feature))
+            .and_then(|l| l["state"].as_str())
+            .unwrap_or("absent")
+            .to_string()
+    };
+    let streaming = if minor >= 34 { "yes" } else { "no" };
+    let gated = if minor >= 37 { "alpha" } else { "no" };
+    for (feature, want) in [
+        ("streaming initial lists", streaming),
+        ("ValidatingAdmissionPolicy", "yes"),
+        ("out-of-service taint", "yes"),
+        ("pod DisruptionTarget condition", "yes"),
+        ("node lifecycle conditions", gated),
+        ("StatefulSet Recreate", gated),
+    ] {
+        ensure!(
+            state(feature) == want,
+            "{feature}: {} on {version}, expected {want}",
+            state(feature)
+        );
+    }
+
+    let op = Operator::start(cluster, env).await?;
+    let log = std::fs::read_to_string(&op.log)?;
+    ensure!(log.contains(&format!("Kubernetes {version} is supported")), "no version line:\n{log}");
+    let lists = if minor >= 34 { "streaming" } else { "paged" };
+    ensure!(
+        log.contains(&format!("watches get the current state by {lists} lists")),
+        "expected {lists} lists on {version}:\n{log}"
     );
     Ok(())
 }

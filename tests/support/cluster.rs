@@ -124,6 +124,36 @@ impl TestBin {
     pub fn path(&self, name: &str) -> PathBuf {
         self.dir.join(name)
     }
+
+    /// The Kubernetes release of this set (`v1.37.2`), from the `VERSIONS` file
+    /// `tools/testbin` writes beside the binaries.
+    pub fn kubernetes_version(&self) -> Result<String> {
+        let versions = std::fs::read_to_string(self.path("VERSIONS"))
+            .with_context(|| format!("reading {}", self.path("VERSIONS").display()))?;
+        versions
+            .lines()
+            .find_map(|l| l.strip_prefix("kubernetes="))
+            .map(str::to_string)
+            .with_context(|| format!("no kubernetes= line in {}", self.path("VERSIONS").display()))
+    }
+
+    /// The minor version of this set's Kubernetes (37 for v1.37.2).
+    pub fn kubernetes_minor(&self) -> Result<u32> {
+        let version = self.kubernetes_version()?;
+        version
+            .split('.')
+            .nth(1)
+            .and_then(|m| m.parse().ok())
+            .with_context(|| format!("cannot read the minor version of {version}"))
+    }
+
+    /// The alpha feature gates the tests turn on, where this release has them: the node
+    /// lifecycle conditions and StatefulSet `Recreate` (1.37). Older releases refuse gates they
+    /// do not know, so none is passed there.
+    pub fn feature_gates(&self) -> Result<Option<String>> {
+        Ok((self.kubernetes_minor()? >= 37)
+            .then(|| "NodeLifecycleConditions=true,StatefulSetRecreateStrategy=true".to_string()))
+    }
 }
 
 /// The repository root (where Cargo.toml is).
@@ -278,6 +308,10 @@ impl Cluster {
                 format!("--default-unreachable-toleration-seconds={seconds}"),
             ]);
         }
+        let feature_gates = bin.feature_gates()?;
+        if let Some(gates) = &feature_gates {
+            apiserver_args.push(format!("--feature-gates={gates}"));
+        }
         cluster.spawn("kube-apiserver", &apiserver_args)?;
 
         let client = cluster.client().await?;
@@ -320,6 +354,9 @@ impl Cluster {
             // PodGC force-deletes pods of deleted or out-of-service nodes; the tests must show
             // what kube-remediator does, not race PodGC.
             kcm_args.push("--controllers=*,-pod-garbage-collector-controller".into());
+        }
+        if let Some(gates) = &feature_gates {
+            kcm_args.push(format!("--feature-gates={gates}"));
         }
         cluster.spawn("kube-controller-manager", &kcm_args)?;
         cluster.spawn(
