@@ -416,7 +416,7 @@ async fn through_the_stall(
         node_writes.first().context("the dead node is cordoned, but not by the operator")?;
     let cordoned = cordon.received.context("audit entry without requestReceivedTimestamp")?;
     let cordon_delay = cordoned.duration_since(resumed);
-    let deletes = cluster.operator_pod_deletes(&env.namespace, "on-dead")?;
+    let deletes = cluster.await_operator_pod_deletes(&env.namespace, "on-dead").await?;
     let first = deletes.first().context("on-dead is gone, but not by a DELETE of the operator")?;
     let received = first.received.context("audit entry without requestReceivedTimestamp")?;
     let delay = received.duration_since(resumed);

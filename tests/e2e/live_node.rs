@@ -580,7 +580,7 @@ async fn kubelet_not_finishing_is_reported_and_released_on_opt_in(env: &TestEnv)
     )
     .await?;
     wait_gone(env, "unmounting", &pod_uid, until(due) + ACT_WITHIN).await?;
-    let deletes = cluster.operator_pod_deletes(&env.namespace, "unmounting")?;
+    let deletes = cluster.await_operator_pod_deletes(&env.namespace, "unmounting").await?;
     let writes = operator_pod_writes(cluster, env, "unmounting")?;
     ensure!(
         deletes.len() == 1 && writes.len() == 1,
@@ -699,7 +699,7 @@ async fn a_pod_in_its_grace_period_is_not_stuck(env: &TestEnv) -> Result<()> {
     )
     .await?;
     wait_gone(env, "slow", &pod_uid, until(due) + ACT_WITHIN).await?;
-    let deletes = cluster.operator_pod_deletes(&env.namespace, "slow")?;
+    let deletes = cluster.await_operator_pod_deletes(&env.namespace, "slow").await?;
     let writes = operator_pod_writes(cluster, env, "slow")?;
     ensure!(
         deletes.len() == 1 && writes.len() == 1,

@@ -37,8 +37,8 @@ const WATCH_STALL_BOUND: i64 = 60;
 const FULL_BLACKHOLE: Duration = Duration::from_secs(15);
 
 /// Fails unless the operator sent exactly one DELETE of `pod` that reached the API server.
-fn one_delete(cluster: &Cluster, env: &TestEnv, pod: &str) -> Result<()> {
-    let deletes = cluster.operator_pod_deletes(&env.namespace, pod)?;
+async fn one_delete(cluster: &Cluster, env: &TestEnv, pod: &str) -> Result<()> {
+    let deletes = cluster.await_operator_pod_deletes(&env.namespace, pod).await?;
     ensure!(deletes.len() == 1, "expected one DELETE of {pod}, got {deletes:?}");
     Ok(())
 }
@@ -97,7 +97,7 @@ async fn blackholed_connections_time_out_and_are_replaced(env: &TestEnv) -> Resu
     let bound = blackholed + SignedDuration::from_secs(WATCH_STALL_BOUND + LEASE_STALE_FOR + 30);
     wait_gone(env, "early", &early_uid, until(bound)).await?;
     let gone = Timestamp::now();
-    one_delete(cluster, env, "early")?;
+    one_delete(cluster, env, "early").await?;
     let records = env
         .wait_policy("a Done record of early", Duration::from_secs(30), |s| {
             let done = s.recent_actions.iter().filter(|a| a.uid == early_uid);

@@ -452,7 +452,7 @@ async fn refused_then_latched(
     let rearmed = Timestamp::now();
     set_rearm(env, Some("after")).await?;
     wait_gone(env, "stuck", &pod_uid, ACT_WITHIN).await?;
-    let deletes = cluster.operator_pod_deletes(&env.namespace, "stuck")?;
+    let deletes = cluster.await_operator_pod_deletes(&env.namespace, "stuck").await?;
     let first = deletes.first().and_then(|d| d.received).context("no DELETE by the operator")?;
     ensure!(first >= rearmed - TOLERANCE, "the operator's DELETE at {first}, before the re-arm");
     wait_for("a CircuitRearmed Event", ACT_WITHIN, || async {

@@ -684,7 +684,7 @@ async fn released(
     wait_gone(env, pod, pod_uid, until(due) + ACT_WITHIN)
         .await
         .with_context(|| format!("the control: {pod} on a dead node of a zone not down"))?;
-    let deletes = cluster.operator_pod_deletes(&env.namespace, pod)?;
+    let deletes = cluster.await_operator_pod_deletes(&env.namespace, pod).await?;
     ensure!(!deletes.is_empty(), "{pod} went, but not by the operator's DELETE");
     Ok(())
 }

@@ -163,13 +163,13 @@ async fn untouched(
 
 /// When the operator acted on `pod` and `node`: its first DELETE of the pod and its first write
 /// to the node (audit log).
-fn acted_at(
+async fn acted_at(
     cluster: &Cluster,
     env: &TestEnv,
     pod: &str,
     node: &str,
 ) -> Result<(Timestamp, Timestamp)> {
-    let delete = cluster.operator_pod_deletes(&env.namespace, pod)?;
+    let delete = cluster.await_operator_pod_deletes(&env.namespace, pod).await?;
     let deleted = delete.first().and_then(|d| d.received);
     let writes = cluster.operator_node_writes(node)?;
     let cordon = writes.first().filter(|w| w.verb == "patch").and_then(|w| w.received);
@@ -362,7 +362,7 @@ async fn a_cluster_storm_holds_every_policy(cluster: &Cluster, env: &TestEnv) ->
     })
     .await?;
     wait_released(env, "on-b1", &on_b1, &b1, until(cool_until) + ACT_WITHIN).await?;
-    let (b_deleted, b_cordoned) = acted_at(cluster, env, "on-b1", &b1)?;
+    let (b_deleted, b_cordoned) = acted_at(cluster, env, "on-b1", &b1).await?;
     for t in [b_deleted, b_cordoned] {
         ensure!(t >= cool_until - TOLERANCE, "policy {cool} acted at {t}, before {cool_until}");
     }
@@ -390,7 +390,7 @@ async fn a_cluster_storm_holds_every_policy(cluster: &Cluster, env: &TestEnv) ->
     env.policies().patch(&latched, &PatchParams::default(), &Patch::Merge(&patch)).await?;
     wait_policy_event(env, &latched, "CircuitRearmed").await?;
     wait_released(env, "on-a1", &on_a1, &a1, ACT_WITHIN).await?;
-    let (a_deleted, a_cordoned) = acted_at(cluster, env, "on-a1", &a1)?;
+    let (a_deleted, a_cordoned) = acted_at(cluster, env, "on-a1", &a1).await?;
     for t in [a_deleted, a_cordoned] {
         ensure!(t >= rearmed - TOLERANCE, "policy {latched} acted at {t}, before the re-arm");
     }

@@ -873,7 +873,7 @@ async fn a_zone_down_at_once_is_a_partition_not_deaths(env: &TestEnv) -> Result<
     let back = std::time::Instant::now();
     env.revive_node(&nodes[0]).await?;
     wait_gone(env, "pod-b2", &uids[1], Duration::from_secs(90)).await?;
-    let deletes = cluster.operator_pod_deletes(&env.namespace, "pod-b2")?;
+    let deletes = cluster.await_operator_pod_deletes(&env.namespace, "pod-b2").await?;
     ensure!(deletes.len() == 1, "expected one DELETE of pod-b2: {deletes:?}");
     eprintln!(
         "[st-zone-partition] pod-b2 released {:.1}s after one node of its zone came back",

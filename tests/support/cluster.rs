@@ -454,6 +454,22 @@ impl Cluster {
             .collect())
     }
 
+    /// Like [`Cluster::operator_pod_deletes`] where a DELETE is expected (the pod is gone, say):
+    /// waits up to 10 s for the first to reach the audit log. The API server writes a request's
+    /// audit entry after it has answered, so a client can see the pod gone before the entry.
+    pub async fn await_operator_pod_deletes(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Vec<AuditEntry>> {
+        let what = format!("the operator's DELETE of {namespace}/{name} in the audit log");
+        wait_for(&what, Duration::from_secs(10), || async {
+            let deletes = self.operator_pod_deletes(namespace, name)?;
+            Ok((!deletes.is_empty()).then_some(deletes))
+        })
+        .await
+    }
+
     /// The writes of the operator's user ([`super::pki::OPERATOR_USER`]) to the Node `name`
     /// (any verb, any subresource), oldest first, whatever their outcome.
     pub fn operator_node_writes(&self, name: &str) -> Result<Vec<AuditEntry>> {
