@@ -147,7 +147,8 @@ impl ServerFeatures {
             FeatureLine {
                 feature: "out-of-service taint",
                 state: at_least(28),
-                note: "node action `outOfServiceTaint` releases volumes of a fenced node".into(),
+                note: "`nodeActions.outOfServiceTaintAfter` fences a dead node; its volumes detach"
+                    .into(),
             },
             FeatureLine {
                 feature: "node lifecycle conditions",
