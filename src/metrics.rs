@@ -83,6 +83,7 @@ pub struct ErrorLabels {
 pub enum WriteKind {
     DeletePod,
     PatchPod,
+    PatchPodStatus,
     EvictPod,
     PatchNode,
     DeleteNode,

@@ -142,7 +142,9 @@ impl ServerFeatures {
             FeatureLine {
                 feature: "pod DisruptionTarget condition",
                 state: at_least(31),
-                note: "PodGC and the taint manager say why they delete a pod".into(),
+                note: "PodGC, the taint manager and this operator (before a force delete) say \
+                       why they delete a pod"
+                    .into(),
             },
             FeatureLine {
                 feature: "out-of-service taint",

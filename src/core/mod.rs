@@ -50,9 +50,10 @@ pub mod verdict;
 pub mod zones;
 
 pub use action::{
-    Act, Action, Evict, ForceDelete, FreshNode, FreshPod, FreshPolicy, LastLook, NodeAction,
-    NodeActionKind, NodeTarget, PodTarget, RemoveFinalizers, Skip, Target, UndoChanges,
-    policy_still_enforces, removal_acted_key, same_second, undo_changes,
+    Act, Action, DISRUPTION_REASON, DISRUPTION_TARGET, DisruptionWrite, Evict, ForceDelete,
+    FreshNode, FreshPod, FreshPolicy, LastLook, NodeAction, NodeActionKind, NodeTarget,
+    PodPhaseNow, PodTarget, RemoveFinalizers, Skip, Target, UndoChanges, policy_still_enforces,
+    removal_acted_key, same_second, undo_changes,
 };
 pub use decide::{Decision, Gauges, PendingNow, Reads, decide};
 pub use duration::{DurationError, format_duration, parse_duration};

@@ -31,6 +31,13 @@
 //! 7. [`Invariant::LiveNode`]: an action on a pod of a live node needs that node Ready in the
 //!    fresh read.
 //!
+//! A force delete is two requests: the pod's `DisruptionTarget` condition (and on a dead node
+//! the phase `Failed`) through its status, then the DELETE. The kernel admits the action once,
+//! on the last look, and both requests need the proof of it (`writer::Admitted`): the status
+//! write is never sent to a pod the DELETE would not be allowed on, and it carries the
+//! resourceVersion of the pod the kernel was shown, so it lands on that pod unchanged or not at
+//! all.
+//!
 //! What the kernel cannot see, it does not pretend to: the storm guard, the zone guard and the
 //! rate limits need the whole cluster and are spent by the plan; the admission policy in the
 //! chart is the line after this one.

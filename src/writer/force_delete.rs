@@ -1,13 +1,21 @@
 //! The writer's force delete of a pod stuck Terminating: the last look (fresh reads shared with
-//! the plan's other force deletes on the same node, see [`SharedLooks`]), then a DELETE with
-//! grace 0 and a UID precondition.
+//! the plan's other force deletes on the same node, see [`SharedLooks`]); once the safety kernel
+//! admits it, the pod's `DisruptionTarget` condition (and on a dead node the phase `Failed`), as
+//! PodGC writes them, through the status subresource and conditional on the resourceVersion the
+//! last look read; then a DELETE with grace 0 and a UID precondition. Two writes per pod at
+//! most, one when the pod carries the condition (and a terminal phase) already.
 
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DeleteParams, Preconditions};
+use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 
-use super::{Sent, SharedLooks, Writer, last_look};
+use super::{Admitted, FIELD_MANAGER, Sent, SharedLooks, Writer, last_look};
 use crate::Error;
-use crate::core::{Action, ForceDelete, PodTarget, Skip, ValidatedPolicy};
+use crate::core::{
+    Action, DISRUPTION_REASON, DISRUPTION_TARGET, DisruptionWrite, ForceDelete, PodPhaseNow,
+    PodTarget, Skip, ValidatedPolicy,
+};
 use crate::crd::{ActionResult, RemediationPolicy};
 use crate::metrics::WriteKind;
 
@@ -43,17 +51,88 @@ impl Writer {
             Err(e) => return (ActionResult::Failed, Some(e.clone())),
         };
         let look = last_look(pod.as_ref(), node.as_ref(), lease.as_ref(), fresh_policy.as_ref());
-        if let Err(not_sent) = self.admits(policy, validated, action, &look, None).await {
+        let admitted = match self.admits(policy, validated, action, &look, None).await {
+            Ok(admitted) => admitted,
+            Err(not_sent) => return not_sent,
+        };
+        // Admitted on a fresh read of the pod (the kernel checked its UID): say why it goes.
+        if let Some(pod) = &pod
+            && let Some(write) = fd.disruption_write(phase_now(pod))
+            && let Err(not_sent) =
+                self.mark_disruption(&admitted, fd, pod, write, &policy.name_any()).await
+        {
             return not_sent;
         }
-        let deleted = self.delete_pod(&fd.pod).await;
+        let deleted = self.delete_pod(&admitted, &fd.pod).await;
         #[cfg(feature = "e2e-hooks")]
         self.hold_after_delete(&fd.pod).await;
         deleted
     }
 
+    /// The status write before the DELETE: a strategic merge patch of the status subresource
+    /// carrying the UID and resourceVersion of the pod the kernel admitted, so it lands on that
+    /// pod as it was read or not at all (409). `Err` is the result to record: the DELETE is then
+    /// not sent either, and the next plan decides.
+    async fn mark_disruption(
+        &self,
+        _admitted: &Admitted,
+        fd: &ForceDelete,
+        read: &Pod,
+        write: DisruptionWrite,
+        policy: &str,
+    ) -> std::result::Result<(), Sent> {
+        let condition = PodCondition {
+            type_: DISRUPTION_TARGET.into(),
+            status: "True".into(),
+            reason: Some(DISRUPTION_REASON.into()),
+            message: Some(fd.disruption_message(policy)),
+            last_transition_time: Some(Time(crate::clock::now())),
+            ..PodCondition::default()
+        };
+        let patch = Pod {
+            metadata: ObjectMeta {
+                uid: read.metadata.uid.clone(),
+                resource_version: read.metadata.resource_version.clone(),
+                ..ObjectMeta::default()
+            },
+            status: Some(PodStatus {
+                phase: write.fail.then(|| "Failed".into()),
+                conditions: write.condition.then(|| vec![condition]),
+                ..PodStatus::default()
+            }),
+            ..Pod::default()
+        };
+        if !self.may_write(WriteKind::PatchPodStatus) {
+            return Err((
+                ActionResult::Failed,
+                Some("not the leader: refused to write the pod's status".into()),
+            ));
+        }
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &fd.pod.namespace);
+        let params =
+            PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
+        match pods.patch_status(&fd.pod.name, &params, &Patch::Strategic(&patch)).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => {
+                Err((ActionResult::Skipped, Some(Skip::PodGone.to_string())))
+            }
+            Err(kube::Error::Api(s)) if s.code == 409 || s.code == 422 => Err((
+                ActionResult::Skipped,
+                Some(format!(
+                    "the pod changed since the last look (DisruptionTarget not written, not \
+                     deleted); the next plan decides: {}",
+                    s.message
+                )),
+            )),
+            Err(e) => Err((
+                ActionResult::Failed,
+                Some(format!("writing the pod's DisruptionTarget condition: {e}")),
+            )),
+        }
+    }
+
     /// DELETE with grace 0 and a UID precondition, if this replica leads.
-    async fn delete_pod(&self, pod: &PodTarget) -> Sent {
+    async fn delete_pod(&self, _admitted: &Admitted, pod: &PodTarget) -> Sent {
         let params = DeleteParams {
             grace_period_seconds: Some(0),
             preconditions: Some(Preconditions {
@@ -84,5 +163,17 @@ impl Writer {
                 (ActionResult::Failed, Some(err.to_string()))
             }
         }
+    }
+}
+
+/// The pod's phase and whether it carries `DisruptionTarget` True, as read.
+fn phase_now(pod: &Pod) -> PodPhaseNow<'_> {
+    let status = pod.status.as_ref();
+    let conditions = status.and_then(|s| s.conditions.as_deref()).unwrap_or_default();
+    PodPhaseNow {
+        phase: status.and_then(|s| s.phase.as_deref()),
+        disruption_target: conditions
+            .iter()
+            .any(|c| c.type_ == DISRUPTION_TARGET && c.status == "True"),
     }
 }

@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 
-use super::{Sent, Writer};
+use super::{Admitted, Sent, Writer};
 use crate::adapters::{NODE_LEASE_NAMESPACE, WatchedPod, excluded, node_view, pod_record};
 use crate::core::{
     Action, FreshNode, FreshPod, FreshPolicy, LastLook, NodeView, PodTarget, ValidatedPolicy,
@@ -52,7 +52,7 @@ impl Writer {
         target: &PodTarget,
         policy: &RemediationPolicy,
         validated: &ValidatedPolicy,
-    ) -> std::result::Result<(), Sent> {
+    ) -> std::result::Result<Admitted, Sent> {
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), &target.namespace);
         let policy_name = policy.name_any();
         let (pod, rest) =

@@ -90,6 +90,11 @@ pub struct Committed {
     pub status: Result<Option<RemediationPolicyStatus>>,
 }
 
+/// Proof that the safety kernel admitted an action on its last look ([`Writer::admits`]): the
+/// requests of a force delete (the pod's status write and the DELETE) each take one, so neither
+/// can be sent unless the kernel admitted the delete. Only `admits` makes one.
+pub(crate) struct Admitted(());
+
 /// What came of an action's request, and why (the record's result and detail).
 pub(crate) type Sent = (ActionResult, Option<String>);
 
@@ -299,7 +304,7 @@ impl Writer {
         action: &Action,
         look: &LastLook<'_>,
         undo: Option<crate::safety::UndoChanges>,
-    ) -> std::result::Result<(), Sent> {
+    ) -> std::result::Result<Admitted, Sent> {
         if let Err(skip) = action.recheck(look, policy.metadata.generation, &validated.fencing) {
             return Err((ActionResult::Skipped, Some(skip.to_string())));
         }
@@ -311,7 +316,7 @@ impl Writer {
             undo,
             now: crate::clock::now(),
         };
-        let Err(refusal) = crate::safety::admit(&write) else { return Ok(()) };
+        let Err(refusal) = crate::safety::admit(&write) else { return Ok(Admitted(())) };
         let (namespace, name) = action.target();
         tracing::error!(
             policy = %policy.name_any(), action = action.kind().as_str(), namespace, name,

@@ -41,9 +41,24 @@ struct World {
     pod_uid: &'static str,
     lease_renewed: &'static str,
     policy_mode: &'static str,
+    /// The pod carries `DisruptionTarget` True and the phase Failed already (a run that stopped
+    /// between its status write and its DELETE).
+    disrupted: bool,
 }
 
-const DEAD: World = World { pod_uid: "uid-1", lease_renewed: RENEWED, policy_mode: "Enforce" };
+const DEAD: World =
+    World { pod_uid: "uid-1", lease_renewed: RENEWED, policy_mode: "Enforce", disrupted: false };
+
+/// `web-0` as the world holds it.
+fn world_pod(world: World) -> Value {
+    let mut pod = pod(world.pod_uid);
+    if world.disrupted {
+        pod["status"] = json!({ "phase": "Failed", "conditions": [
+            { "type": "DisruptionTarget", "status": "True", "reason": "DeletionByKubeRemediator" },
+        ]});
+    }
+    pod
+}
 
 fn lease(renewed: &str) -> Value {
     json!({
@@ -81,7 +96,7 @@ fn action() -> Action {
 fn pod(uid: &str) -> Value {
     json!({
         "apiVersion": "v1", "kind": "Pod",
-        "metadata": { "name": "web-0", "namespace": "ns", "uid": uid,
+        "metadata": { "name": "web-0", "namespace": "ns", "uid": uid, "resourceVersion": "7",
                       "deletionTimestamp": "2026-01-01T00:00:00Z" },
         "spec": { "nodeName": "n1", "containers": [] },
     })
@@ -127,7 +142,7 @@ async fn serve(mut handle: Handle, world: World) -> Vec<(Method, String, Value)>
         let uri = req.uri().to_string();
         let body = body_json(req).await;
         let reply = match (method.as_str(), uri.as_str()) {
-            ("GET", u) if u.starts_with("/api/v1/namespaces/ns/pods/web-0") => pod(world.pod_uid),
+            ("GET", u) if u.starts_with("/api/v1/namespaces/ns/pods/web-0") => world_pod(world),
             ("GET", u) if u.starts_with("/api/v1/pods?") => json!({
                 "apiVersion": "v1", "kind": "PodList", "metadata": {},
                 "items": (0..5).map(|i| named_pod(i, world.pod_uid)).collect::<Vec<_>>(),
@@ -144,6 +159,7 @@ async fn serve(mut handle: Handle, world: World) -> Vec<(Method, String, Value)>
                 serde_json::to_value(policy(world.policy_mode)).expect("json")
             }
             ("DELETE", _) => pod(world.pod_uid),
+            ("PATCH", u) if u.starts_with("/api/v1/namespaces/ns/pods/") => pod(world.pod_uid),
             ("PATCH", u)
                 if u.starts_with("/apis/remediator.io/v1alpha1/remediationpolicies/p/status") =>
             {
@@ -175,6 +191,24 @@ async fn enforce_deletes_with_grace_zero_and_uid_precondition() {
     assert!(uri.starts_with("/api/v1/namespaces/ns/pods/web-0"), "{uri}");
     assert_eq!(body["gracePeriodSeconds"], 0, "{body}");
     assert_eq!(body["preconditions"]["uid"], "uid-1", "{body}");
+    // Before it, one status write saying why the pod goes (as PodGC does: the phase Failed, no
+    // kubelet being there to report it), on the pod exactly as the last look read it.
+    let writes: Vec<_> = seen.iter().filter(|(m, _, _)| m != Method::GET).collect();
+    let (method, uri, status) = writes[0];
+    assert_eq!(
+        (method, uri.split('?').next()),
+        (&Method::PATCH, Some("/api/v1/namespaces/ns/pods/web-0/status")),
+        "{seen:?}"
+    );
+    assert_eq!(writes[1].0, Method::DELETE, "{seen:?}");
+    assert_eq!(status["metadata"]["uid"], "uid-1", "{status}");
+    assert_eq!(status["metadata"]["resourceVersion"], "7", "{status}");
+    assert_eq!(status["status"]["phase"], "Failed", "{status}");
+    let condition = &status["status"]["conditions"][0];
+    assert_eq!(condition["type"], "DisruptionTarget", "{status}");
+    assert_eq!(condition["status"], "True", "{status}");
+    assert_eq!(condition["reason"], "DeletionByKubeRemediator", "{status}");
+    assert!(condition["message"].as_str().is_some_and(|m| m.contains("policy p")), "{status}");
     // The pod, its node, the node's Lease and the policy were re-read before the DELETE.
     let first_delete = seen.iter().position(|(m, _, _)| m == Method::DELETE).expect("delete");
     let reads: Vec<&str> = seen[..first_delete]
@@ -199,6 +233,22 @@ async fn enforce_deletes_with_grace_zero_and_uid_precondition() {
 }
 
 #[tokio::test]
+async fn a_pod_that_says_why_it_goes_already_is_only_deleted() {
+    let (client, handle) = mock();
+    let server = tokio::spawn(serve(handle, World { disrupted: true, ..DEAD }));
+    let writer = Writer::new(client, Arc::new(Metrics::new()), None);
+    let p = policy("Enforce");
+    let outcomes = writer.execute(&p, &validated(&p), &[action()], Timestamp::now).await;
+    let seen = server.await.expect("mock server");
+
+    assert_eq!(outcomes[0].record.result, ActionResult::Done);
+    let writes: Vec<_> =
+        seen.iter().filter(|(m, u, _)| m != Method::GET && !u.contains("/events")).collect();
+    assert_eq!(writes.len(), 1, "{seen:?}");
+    assert_eq!(writes[0].0, Method::DELETE, "{seen:?}");
+}
+
+#[tokio::test]
 async fn the_last_look_skips_when_anything_changed_since_the_plan() {
     let table = [
         ("a replacement with the same name", World { pod_uid: "uid-2", ..DEAD }, "replaced it"),
@@ -220,7 +270,10 @@ async fn the_last_look_skips_when_anything_changed_since_the_plan() {
         assert_eq!(outcomes[0].record.result, ActionResult::Skipped, "{case}");
         let detail = outcomes[0].record.detail.clone().unwrap_or_default();
         assert!(detail.contains(why), "{case}: {detail}");
-        assert!(seen.iter().all(|(m, _, _)| m != Method::DELETE), "{case}: {seen:?}");
+        assert!(
+            seen.iter().all(|(m, _, _)| m == Method::GET || m == Method::POST),
+            "{case}: {seen:?}"
+        );
     }
 }
 
@@ -335,6 +388,7 @@ async fn force_deletes_on_one_node_share_their_reads_and_send_events_after_the_d
         assert_eq!(count(&|m, u| m == Method::GET && u.contains(read)), 1, "{read}: {seen:?}");
     }
     assert_eq!(count(&|m, _| m == Method::DELETE), 5, "{seen:?}");
+    assert_eq!(count(&|m, u| m == Method::PATCH && u.contains("/pods/")), 5, "{seen:?}");
     // Every Event (two per pod) after the last DELETE.
     let last_delete = seen.iter().rposition(|(m, _, _)| m == Method::DELETE).expect("a DELETE");
     let events: Vec<usize> = seen

@@ -75,3 +75,86 @@ pub fn until(t: jiff::Timestamp) -> std::time::Duration {
 pub fn secs(s: i64) -> jiff::SignedDuration {
     jiff::SignedDuration::from_secs(s)
 }
+
+/// The operator's own measure of its force deletes under `policy`: how many, and the mean time
+/// from each threshold to its request's answer (by its clock, from when it saw the evidence;
+/// the test's threshold comes from timestamps of one-second resolution).
+pub async fn force_delete_delay(
+    op: &crate::support::operator::Operator,
+    policy: &str,
+) -> anyhow::Result<(f64, f64)> {
+    let labels = [("policy", policy), ("action", "ForceDelete"), ("mode", "Enforce")];
+    let count = op.metric("kube_remediator_action_delay_seconds_count", &labels).await?;
+    let sum = op.metric("kube_remediator_action_delay_seconds_sum", &labels).await?;
+    let count = count.unwrap_or(0.0);
+    Ok((count, if count > 0.0 { sum.unwrap_or(0.0) / count } else { 0.0 }))
+}
+
+/// One version of a pod as a watch delivered it, in order.
+#[derive(Clone, Debug)]
+pub struct SeenPod {
+    pub name: String,
+    pub uid: String,
+    /// The watch said it was deleted.
+    pub deleted: bool,
+    pub phase: Option<String>,
+    /// The `DisruptionTarget` condition's reason, when it is True.
+    pub disruption: Option<String>,
+    pub created: Option<jiff::Timestamp>,
+}
+
+/// Every version of the pods of `namespace` matching `selector`, in the order one watch
+/// delivers them (the API server's order), from now until dropped.
+pub struct PodHistory {
+    seen: std::sync::Arc<std::sync::Mutex<Vec<SeenPod>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl PodHistory {
+    pub fn watch(client: kube::Client, namespace: &str, selector: &str) -> PodHistory {
+        use futures::StreamExt;
+        use kube::runtime::watcher;
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let api: kube::Api<Pod> = kube::Api::namespaced(client, namespace);
+        let config = watcher::Config::default().labels(selector);
+        let log = seen.clone();
+        let task = tokio::spawn(async move {
+            let mut events = watcher(api, config).boxed();
+            while let Some(event) = events.next().await {
+                let (pod, deleted) = match event {
+                    Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) => (p, false),
+                    Ok(watcher::Event::Delete(p)) => (p, true),
+                    _ => continue,
+                };
+                let status = pod.status.as_ref();
+                let disruption = status
+                    .and_then(|s| s.conditions.as_ref())
+                    .into_iter()
+                    .flatten()
+                    .find(|c| c.type_ == "DisruptionTarget" && c.status == "True")
+                    .map(|c| c.reason.clone().unwrap_or_default());
+                let entry = SeenPod {
+                    name: pod.metadata.name.clone().unwrap_or_default(),
+                    uid: uid(&pod),
+                    deleted,
+                    phase: status.and_then(|s| s.phase.clone()),
+                    disruption,
+                    created: pod.metadata.creation_timestamp.as_ref().map(|t| t.0),
+                };
+                log.lock().unwrap_or_else(|e| e.into_inner()).push(entry);
+            }
+        });
+        PodHistory { seen, task }
+    }
+
+    /// What was seen so far.
+    pub fn seen(&self) -> Vec<SeenPod> {
+        self.seen.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+impl Drop for PodHistory {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}

@@ -10,6 +10,7 @@ mod support;
 
 mod chart;
 mod control_plane;
+mod disruption;
 mod explain;
 mod faults;
 mod fixtures;
@@ -67,6 +68,7 @@ fn main() {
         faults::trials(),
         storm::trials(),
         node_actions::trials(),
+        disruption::trials(),
         control_plane::trials(),
         policy_validation::trials(),
         stuck_terminating::trials(),

@@ -128,7 +128,7 @@ async fn start_operator(cluster: &Cluster, env: &TestEnv) -> Result<Operator> {
 /// Waits until the kubelet of `node` has renewed its Lease after `after` (kwok renews every
 /// 10 s): an operator ready at `after` has then seen the node alive by its own clock, and dates
 /// its death from that renewal, as [`TestEnv::dead_at`] does.
-async fn renewed_since(env: &TestEnv, node: &str, after: Timestamp) -> Result<()> {
+pub(crate) async fn renewed_since(env: &TestEnv, node: &str, after: Timestamp) -> Result<()> {
     let leases: Api<Lease> = Api::namespaced(env.client.clone(), "kube-node-lease");
     wait_for(&format!("the Lease of {node} renewed after {after}"), Duration::from_secs(30), || {
         let leases = leases.clone();

@@ -41,7 +41,6 @@ use crate::prod_e2e;
 use crate::support::cluster::{ALIVE_LABEL, AuditEntry, Cluster};
 use crate::support::env::{HOSTNAME_LABEL, TEST_LABEL};
 use crate::support::operator::{Operator, binary};
-use crate::support::pki::OPERATOR_USER;
 use crate::support::{TestEnv, holds_for, wait_for};
 
 pub fn trials() -> Vec<Trial> {
@@ -69,24 +68,9 @@ fn note(event: &Event) -> String {
     event.note.clone().unwrap_or_default()
 }
 
-/// The operator's writes (any verb, any subresource) to the pod `name` of this test, oldest
-/// first.
-fn operator_pod_writes(cluster: &Cluster, env: &TestEnv, name: &str) -> Result<Vec<AuditEntry>> {
-    Ok(cluster
-        .audit_writes()?
-        .into_iter()
-        .filter(|e| {
-            e.user == OPERATOR_USER
-                && e.resource == "pods"
-                && e.namespace.as_deref() == Some(env.namespace.as_str())
-                && e.name.as_deref() == Some(name)
-        })
-        .collect())
-}
-
 /// Fails if the operator wrote to the pod `name`, or if the pod with this UID is gone.
 async fn untouched(cluster: &Cluster, env: &TestEnv, name: &str, pod_uid: &str) -> Result<()> {
-    let writes = operator_pod_writes(cluster, env, name)?;
+    let writes = cluster.operator_pod_writes(&env.namespace, Some(name))?;
     if let Some(first) = writes.first() {
         let at = first.received.map(|t| t.to_string()).unwrap_or_default();
         bail!("the operator sent a {} of pod {name} at {at}: {writes:?}", first.verb);
@@ -111,12 +95,15 @@ async fn released_by_one_delete(
         Ok((p.as_ref().map(uid).as_deref() != Some(pod_uid)).then_some(()))
     })
     .await?;
-    let writes = operator_pod_writes(cluster, env, name)?;
+    // The audit entry is written after the answer: wait for the DELETE's first.
+    cluster.await_operator_pod_deletes(&env.namespace, name).await?;
+    let writes = cluster.operator_pod_writes(&env.namespace, Some(name))?;
     ensure!(
-        writes.len() == 1 && writes[0].verb == "delete",
-        "expected one DELETE of pod {name} by the operator and no other write: {writes:?}"
+        AuditEntry::is_release(&writes),
+        "expected the status and one DELETE of pod {name} by the operator, no other write: \
+         {writes:?}"
     );
-    writes[0].received.context("audit entry without requestReceivedTimestamp")
+    writes[1].received.context("audit entry without requestReceivedTimestamp")
 }
 
 /// Waits until the object of `kind` named `name` has an Event with `reason`; returns them.

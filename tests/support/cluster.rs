@@ -174,6 +174,16 @@ pub struct AuditEntry {
     pub received: Option<jiff::Timestamp>,
 }
 
+impl AuditEntry {
+    /// Whether `writes` (the operator's, to one pod) are a release and nothing else: the pod's
+    /// status (its `DisruptionTarget` condition), then its DELETE.
+    pub fn is_release(writes: &[AuditEntry]) -> bool {
+        matches!(writes, [status, delete]
+            if status.verb == "patch" && status.subresource.as_deref() == Some("status")
+                && delete.verb == "delete" && delete.subresource.is_none())
+    }
+}
+
 struct Proc {
     name: &'static str,
     child: Child,
@@ -468,6 +478,26 @@ impl Cluster {
             Ok((!deletes.is_empty()).then_some(deletes))
         })
         .await
+    }
+
+    /// The writes of the operator's user ([`super::pki::OPERATOR_USER`]) to the pods of
+    /// `namespace` (only the pod `name` if given; any verb, any subresource), oldest first,
+    /// whatever their outcome.
+    pub fn operator_pod_writes(
+        &self,
+        namespace: &str,
+        name: Option<&str>,
+    ) -> Result<Vec<AuditEntry>> {
+        Ok(self
+            .audit_writes()?
+            .into_iter()
+            .filter(|e| {
+                e.user == super::pki::OPERATOR_USER
+                    && e.resource == "pods"
+                    && e.namespace.as_deref() == Some(namespace)
+                    && name.is_none_or(|n| e.name.as_deref() == Some(n))
+            })
+            .collect())
     }
 
     /// The writes of the operator's user ([`super::pki::OPERATOR_USER`]) to the Node `name`

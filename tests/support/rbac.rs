@@ -72,6 +72,17 @@ const NEEDED: &[Need] = &[
         when: None,
         scope: Scope::Cluster,
         group: "",
+        resource: "pods/status",
+        names: &[],
+        verbs: &["patch"],
+        why: "before a force delete, the pod's DisruptionTarget condition (and on a dead node the \
+              phase Failed), a strategic merge patch carrying the UID and resourceVersion just \
+              read (writer/force_delete.rs)",
+    },
+    Need {
+        when: None,
+        scope: Scope::Cluster,
+        group: "",
         resource: "pods/eviction",
         names: &[],
         verbs: &["create"],

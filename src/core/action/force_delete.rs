@@ -1,4 +1,5 @@
-//! A pod force delete: DELETE with `gracePeriodSeconds: 0` and a UID precondition.
+//! A pod force delete: the pod's `DisruptionTarget` condition (why it goes, as PodGC and the taint
+//! manager say it), then a DELETE with `gracePeriodSeconds: 0` and a UID precondition.
 
 use jiff::Timestamp;
 
@@ -98,7 +99,53 @@ impl Act for ForceDelete {
     }
 }
 
+/// The reason of the `DisruptionTarget` condition this operator sets on a pod before it
+/// force-deletes it (upstream's are `DeletionByPodGC` and `DeletionByTaintManager`).
+pub const DISRUPTION_REASON: &str = "DeletionByKubeRemediator";
+/// The pod condition that says a pod goes because of a disruption, not a failure of its own: a
+/// Job's `podFailurePolicy` can match it (`onPodConditions`).
+pub const DISRUPTION_TARGET: &str = "DisruptionTarget";
+
+/// The status write that goes before a force delete, on the pod as the last look read it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DisruptionWrite {
+    /// Add `DisruptionTarget` (status True, [`DISRUPTION_REASON`]).
+    pub condition: bool,
+    /// Set the phase `Failed`, as PodGC does before it deletes a pod no kubelet will finish: a
+    /// Job with `podFailurePolicy` or `podReplacementPolicy: Failed` counts (or ignores) and
+    /// replaces a pod only once it is Failed, and keeps its tracking finalizer on it until then.
+    pub fail: bool,
+}
+
+/// A pod's status as the last look read it, for the write before its force delete.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PodPhaseNow<'a> {
+    /// `status.phase` (`None`: none reported).
+    pub phase: Option<&'a str>,
+    /// A `DisruptionTarget` condition with status True is there already (ours from a run that
+    /// stopped between the two requests, the taint manager's, PodGC's).
+    pub disruption_target: bool,
+}
+
 impl ForceDelete {
+    /// What to write to the pod's status before the DELETE, `None` for nothing: the
+    /// `DisruptionTarget` condition unless one is True already; on a dead node (no kubelet will
+    /// ever report it) also the phase `Failed` unless the pod is terminal. On a live node the
+    /// kubelet owns the phase: it reports it once it has stopped the containers.
+    pub fn disruption_write(&self, now: PodPhaseNow<'_>) -> Option<DisruptionWrite> {
+        let terminal = matches!(now.phase, Some("Failed" | "Succeeded"));
+        let write = DisruptionWrite {
+            condition: !now.disruption_target,
+            fail: !self.live_node && !terminal,
+        };
+        (write.condition || write.fail).then_some(write)
+    }
+
+    /// The message of the `DisruptionTarget` condition.
+    pub fn disruption_message(&self, policy: &str) -> String {
+        format!("kube-remediator policy {policy} force-deletes the pod: {}", self.pod.reason)
+    }
+
     /// The Event on the workload whose rollout the pod blocks, if it does: the workload, the
     /// Event's reason and its note.
     pub fn rollout_notice(
@@ -167,6 +214,67 @@ mod tests {
             excluded: false,
             deleted: false,
             control: Default::default(),
+        }
+    }
+
+    #[test]
+    fn disruption_write_table() {
+        let target = PodTarget {
+            namespace: "ns".into(),
+            name: "web-0".into(),
+            uid: "u1".into(),
+            node: "n1".into(),
+            owner: None,
+            reason: String::new(),
+            threshold: now(),
+        };
+        let dead = ForceDelete {
+            pod: target,
+            blocks_rollout: None,
+            lease_renewed: None,
+            fencing_required: None,
+            live_node: false,
+            death: Some(DeathEvidence::Deleted),
+        };
+        let live = ForceDelete { live_node: true, death: None, ..dead.clone() };
+        let write = |condition, fail| Some(DisruptionWrite { condition, fail });
+        let now = |phase, disruption_target| PodPhaseNow { phase, disruption_target };
+        let table = [
+            (
+                "dead node, Running, no condition",
+                &dead,
+                now(Some("Running"), false),
+                write(true, true),
+            ),
+            ("dead node, no phase reported", &dead, now(None, false), write(true, true)),
+            (
+                "dead node, the taint manager's condition there: only the phase",
+                &dead,
+                now(Some("Running"), true),
+                write(false, true),
+            ),
+            (
+                "dead node, a restart after our status write: nothing again",
+                &dead,
+                now(Some("Failed"), true),
+                None,
+            ),
+            (
+                "dead node, Succeeded: the phase stays",
+                &dead,
+                now(Some("Succeeded"), false),
+                write(true, false),
+            ),
+            (
+                "live node: the condition, the kubelet owns the phase",
+                &live,
+                now(Some("Running"), false),
+                write(true, false),
+            ),
+            ("live node, condition there", &live, now(Some("Running"), true), None),
+        ];
+        for (case, fd, pod, want) in table {
+            assert_eq!(fd.disruption_write(pod), want, "{case}");
         }
     }
 

@@ -22,7 +22,9 @@ mod remove_finalizers;
 mod skip;
 
 pub use evict::Evict;
-pub use force_delete::ForceDelete;
+pub use force_delete::{
+    DISRUPTION_REASON, DISRUPTION_TARGET, DisruptionWrite, ForceDelete, PodPhaseNow,
+};
 pub use kinds::{KindSpec, PodResolution, event_reason};
 pub use look::{
     FreshNode, FreshPod, FreshPolicy, LastLook, UndoChanges, policy_still_enforces, same_pod,

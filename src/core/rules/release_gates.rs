@@ -79,11 +79,23 @@ pub fn gate(
     let threshold = node.dead_at.map_or(due, |t| t.max(due));
     let reason = reason(pod, node, requirement, release, deleted_at, due);
     // A finalizer keeps the pod whatever the delete: release it only by removing allowlisted
-    // finalizers (the force delete comes next, once none is left).
-    if !pod.finalizers.is_empty() {
+    // finalizers (the force delete comes next, once none is left). A Job's own tracking
+    // finalizer holds nothing: the Job controller removes it once the pod is Failed, which the
+    // force delete's status write makes it.
+    if !released_by_owner(&pod.finalizers, kind) {
         return finalizer_gate(&pod.finalizers, policy, threshold, now, || reason);
     }
     Gate::Ready { threshold, reason, fencing_required: requirement, live_node: false }
+}
+
+/// The finalizer the Job controller keeps on its pods until it has counted them: it removes it
+/// from a pod that is Failed.
+pub const JOB_TRACKING_FINALIZER: &str = "batch.kubernetes.io/job-tracking";
+
+/// Whether the pod's finalizers let a force delete remove it: none, or only a Job's tracking
+/// finalizer on a Job's pod (its controller removes it once the pod is Failed).
+pub fn released_by_owner(finalizers: &[String], kind: OwnerKind) -> bool {
+    finalizers.iter().all(|f| kind == OwnerKind::Job && f == JOB_TRACKING_FINALIZER)
 }
 
 /// The gates that time cannot change: exclusions, owner kind, selectors, acted pods. `Ok` is the
@@ -216,5 +228,36 @@ pub fn finalizer_gate(
         reason: format!("{}; removable (finalizers.removable)", why()),
         remove: removable,
         current: names.to_vec(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finalizers_a_force_delete_gets_past() {
+        let job = JOB_TRACKING_FINALIZER.to_string();
+        let other = "example.com/keep".to_string();
+        let table = [
+            ("none", vec![], OwnerKind::ReplicaSet, true),
+            ("a Job's pod, its tracking finalizer", vec![job.clone()], OwnerKind::Job, true),
+            (
+                "a Job's pod, another one too",
+                vec![job.clone(), other.clone()],
+                OwnerKind::Job,
+                false,
+            ),
+            (
+                "the tracking finalizer on a pod no Job owns",
+                vec![job.clone()],
+                OwnerKind::ReplicaSet,
+                false,
+            ),
+            ("another one", vec![other], OwnerKind::StatefulSet, false),
+        ];
+        for (case, finalizers, kind, want) in table {
+            assert_eq!(released_by_owner(&finalizers, kind), want, "{case}");
+        }
     }
 }

@@ -3,7 +3,9 @@
 //! plane. Requests forged with the operator's identity (the admin impersonating the chart's
 //! ServiceAccount, which RBAC allows every one of them: `nodeActions.enabled`) are refused by the
 //! policy, naming it: a DELETE of a running pod, a DELETE of a Ready node, node patches adding a
-//! label or a taint, a finalizer removed from a running pod, a label added to a Terminating pod.
+//! label or a taint, a finalizer removed from a running pod, a label added to a Terminating pod,
+//! the operator's DisruptionTarget condition on a running pod, another condition or a label
+//! written through a Terminating pod's status.
 //! And real remediations pass through it: the operator, run with the chart's arguments as that
 //! ServiceAccount under a policy in Enforce, force-deletes a pod stuck Terminating on a killed
 //! node, cordons the node, adds the out-of-service taint (the cloud provider's shutdown taint is
@@ -194,6 +196,45 @@ async fn guard(env: &TestEnv) -> Result<()> {
             pods.patch("frozen", &PatchParams::default(), &Patch::Merge(&label)).await,
         ),
     );
+    // The status writes the operator makes before a force delete, where they do not belong.
+    let disruption = json!({ "status": { "phase": "Failed", "conditions": [{
+        "type": "DisruptionTarget", "status": "True", "reason": "DeletionByKubeRemediator",
+    }]}});
+    check(
+        "DisruptionTarget written to the running pod",
+        by_guard(
+            &guard,
+            pods.patch_status("running", &PatchParams::default(), &Patch::Strategic(&disruption))
+                .await,
+        ),
+    );
+    let not_ready = json!({ "status": { "conditions": [{ "type": "Ready", "status": "False" }] } });
+    check(
+        "the Ready condition written to a Terminating pod",
+        by_guard(
+            &guard,
+            pods.patch_status("frozen", &PatchParams::default(), &Patch::Strategic(&not_ready))
+                .await,
+        ),
+    );
+    let other_reason = json!({ "status": { "conditions": [{
+        "type": "DisruptionTarget", "status": "True", "reason": "DeletionByPodGC",
+    }]}});
+    check(
+        "DisruptionTarget with another reason written to a Terminating pod",
+        by_guard(
+            &guard,
+            pods.patch_status("frozen", &PatchParams::default(), &Patch::Strategic(&other_reason))
+                .await,
+        ),
+    );
+    check(
+        "a label added through a Terminating pod's status",
+        by_guard(
+            &guard,
+            pods.patch_status("frozen", &PatchParams::default(), &Patch::Merge(&label)).await,
+        ),
+    );
     ensure!(failures.is_empty(), "{} problems:\n  {}", failures.len(), failures.join("\n  "));
     // And nothing happened to them.
     let running = env.pods().get("running").await?;
@@ -212,6 +253,7 @@ async fn guard(env: &TestEnv) -> Result<()> {
     // good) force-deleted, the node cordoned, tainted out-of-service, deleted.
     let doomed = env.wait_terminating("doomed", REMEDIATION_TIMEOUT).await?;
     wait_done(env, "ForceDelete", "doomed", REMEDIATION_TIMEOUT).await?;
+    // Its status write went through the guard too (a refusal would have left it Failed).
     wait_gone(env, "doomed", &uid(&doomed)).await?;
     for action in ["Cordon", "OutOfServiceTaint", "DeleteNode"] {
         wait_done(env, action, &victim, REMEDIATION_TIMEOUT).await?;
