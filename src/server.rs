@@ -162,8 +162,8 @@ impl ServerFeatures {
             FeatureLine {
                 feature: "StatefulSet Recreate",
                 state: gated(self.minor, 37),
-                note: "updateStrategy Recreate (alpha, gate StatefulSetRecreateStrategy); the \
-                       operator does not report its blocked rollouts yet"
+                note: "updateStrategy Recreate (alpha, gate StatefulSetRecreateStrategy): its \
+                       rollouts blocked by a dead node's pod are reported and released"
                     .into(),
             },
         ]

@@ -331,7 +331,13 @@ pub fn stateful_set_view(s: &StatefulSet) -> WorkloadView {
         namespace: s.metadata.namespace.clone().unwrap_or_default(),
         name: s.metadata.name.clone().unwrap_or_default(),
         uid: s.metadata.uid.clone().unwrap_or_default(),
-        recreate: false,
+        // "Recreate" (Kubernetes 1.37, alpha): a string the v1.33 types carry as it is.
+        recreate: s
+            .spec
+            .as_ref()
+            .and_then(|s| s.update_strategy.as_ref())
+            .and_then(|u| u.type_.as_deref())
+            .is_some_and(|t| t == "Recreate"),
         replicas: s.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1),
         updated_replicas: s.status.as_ref().and_then(|s| s.updated_replicas).unwrap_or(0),
     }
@@ -409,6 +415,17 @@ mod tests {
         .expect("valid replicaset");
         let v = replica_set_view(&rs);
         assert_eq!((v.deployment_uid.as_deref(), v.replicas), (Some("d1"), 0));
+        for (strategy, recreate) in
+            [("Recreate", true), ("RollingUpdate", false), ("OnDelete", false)]
+        {
+            let s: StatefulSet = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "web", "namespace": "ns", "uid": "s1"},
+                "spec": {"updateStrategy": {"type": strategy}, "selector": {}, "template": {},
+                         "serviceName": "web"}
+            }))
+            .expect("valid statefulset");
+            assert_eq!(stateful_set_view(&s).recreate, recreate, "{strategy}");
+        }
     }
 
     #[test]

@@ -162,9 +162,11 @@ fn print_blocked(blocked: &[crate::core::rollouts::BlockedRollout]) {
     println!("Blocked rollouts:");
     let mut t = Table::new(["WORKLOAD", "BLOCKING POD", "NODE", "CAUSE"]);
     for b in blocked {
+        let workload =
+            if b.recreate { format!("{} (Recreate)", b.workload) } else { b.workload.to_string() };
         for p in &b.pods {
             t.row([
-                b.workload.to_string(),
+                workload.clone(),
                 p.name.clone(),
                 p.node.clone(),
                 p.cause.describe().to_string(),

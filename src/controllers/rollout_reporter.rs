@@ -54,6 +54,21 @@ pub async fn run(
     }
 }
 
+/// The RolloutBlocked Event's note: the pods and why each is still there; for a Recreate
+/// strategy, that no new pod comes before all of them are gone.
+fn blocked_note(b: &BlockedRollout, pods: &[String]) -> String {
+    let recreate = if b.recreate {
+        " (strategy Recreate: no pod of the new revision is created until every old one is gone)"
+    } else {
+        ""
+    };
+    format!(
+        "rollout blocked by {} Terminating pod(s){recreate}: {}. See `kube-remediator plan` for what the policies will do.",
+        pods.len(),
+        pods.join("; ")
+    )
+}
+
 async fn report(
     writer: &Writer,
     metrics: &Metrics,
@@ -87,11 +102,7 @@ async fn report(
                 .iter()
                 .map(|p| format!("{} on node {} ({})", p.name, p.node, p.cause.describe()))
                 .collect();
-            let note = format!(
-                "rollout blocked by {} Terminating pod(s): {}. See `kube-remediator plan` for what the policies will do.",
-                pods.len(),
-                pods.join("; ")
-            );
+            let note = blocked_note(b, &pods);
             info!(workload = %b.workload, "{note}");
             writer.workload_event(&b.workload, EventType::Warning, "RolloutBlocked", note).await;
         }

@@ -2,7 +2,10 @@
 //!
 //! A Recreate Deployment creates its new ReplicaSet only once no pod of its old ReplicaSets is
 //! left running, Terminating ones included; a StatefulSet cannot recreate `web-0` while the old
-//! `web-0` is Terminating. This module names the workloads in that state and the pods holding
+//! `web-0` is Terminating, and one with `updateStrategy.type: Recreate` (Kubernetes 1.37, alpha
+//! gate `StatefulSetRecreateStrategy`) deletes every old pod and creates none of the new
+//! revision until all of them are gone, so one pod Terminating on a dead node holds the whole
+//! set. This module names the workloads in that state and the pods holding
 //! them, with the reason each pod is still there. Pure: `now` and node health are inputs.
 
 use std::collections::HashMap;
@@ -63,6 +66,9 @@ impl fmt::Display for BlockingPod {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BlockedRollout {
     pub workload: WorkloadRef,
+    /// Its strategy is Recreate: no new pod at all until every old one is gone (a StatefulSet
+    /// with another strategy waits only for the ordinal of each Terminating pod).
+    pub recreate: bool,
     /// Every Terminating pod holding it, by name.
     pub pods: Vec<BlockingPod>,
 }
@@ -84,7 +90,7 @@ pub struct RolloutAnalysis {
 ///   template, and a pod of one of its scaled-down (replicas 0) ReplicaSets is Terminating past
 ///   its grace period.
 /// - A StatefulSet is blocked while one of its pods is Terminating past its grace period (its
-///   ordinal cannot be recreated).
+///   ordinal cannot be recreated; with the Recreate strategy no pod of the new revision can).
 ///
 /// A blocked workload lists all its Terminating old pods, including those still in grace.
 pub fn blocked_rollouts(
@@ -150,6 +156,7 @@ pub fn blocked_rollouts(
                 name: w.name.clone(),
                 uid: w.uid.clone(),
             },
+            recreate: w.recreate,
             pods: blocking,
         });
     }
@@ -235,6 +242,10 @@ mod tests {
             replicas,
             updated_replicas: updated,
         }
+    }
+
+    fn sts_recreate() -> WorkloadView {
+        WorkloadView { recreate: true, ..sts() }
     }
 
     fn sts() -> WorkloadView {
@@ -362,6 +373,23 @@ mod tests {
                 next: None,
             },
             Row {
+                case: "StatefulSet Recreate: every old pod, in grace ones too",
+                workload: sts_recreate(),
+                pods: vec![
+                    pod("web-0", "StatefulSet", "s1", "dead", 50),
+                    pod("web-1", "StatefulSet", "s1", "live", 95),
+                ],
+                causes: vec![BlockCause::NodeUnhealthy, BlockCause::InGrace],
+                next: Some(t(125)),
+            },
+            Row {
+                case: "StatefulSet Recreate, its only Terminating pod in grace: not yet",
+                workload: sts_recreate(),
+                pods: vec![pod("web-1", "StatefulSet", "s1", "dead", 150)],
+                causes: vec![],
+                next: Some(t(150)),
+            },
+            Row {
                 case: "pod of another StatefulSet",
                 workload: sts(),
                 pods: vec![pod("other-0", "StatefulSet", "s2", "dead", 50)],
@@ -370,11 +398,14 @@ mod tests {
             },
         ];
         for Row { case, workload, pods, causes, next } in table {
+            let workload_recreate = workload.recreate;
             let got = blocked_rollouts(&[workload], &replica_sets(), &pods, ready, now);
             let got_causes: Vec<BlockCause> =
                 got.blocked.iter().flat_map(|b| b.pods.iter().map(|p| p.cause)).collect();
             assert_eq!(got_causes, causes, "{case}");
             assert_eq!(got.next_change, next, "{case}");
+            let recreate = got.blocked.iter().all(|b| b.recreate == workload_recreate);
+            assert!(recreate, "{case}: the strategy is carried");
         }
     }
 

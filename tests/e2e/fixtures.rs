@@ -97,9 +97,12 @@ pub struct SeenPod {
     pub uid: String,
     /// The watch said it was deleted.
     pub deleted: bool,
+    pub terminating: bool,
     pub phase: Option<String>,
     /// The `DisruptionTarget` condition's reason, when it is True.
     pub disruption: Option<String>,
+    /// Its `controller-revision-hash` label (a StatefulSet's revision).
+    pub revision: Option<String>,
     pub created: Option<jiff::Timestamp>,
 }
 
@@ -137,8 +140,14 @@ impl PodHistory {
                     name: pod.metadata.name.clone().unwrap_or_default(),
                     uid: uid(&pod),
                     deleted,
+                    terminating: pod.metadata.deletion_timestamp.is_some(),
                     phase: status.and_then(|s| s.phase.clone()),
                     disruption,
+                    revision: pod
+                        .metadata
+                        .labels
+                        .as_ref()
+                        .and_then(|l| l.get("controller-revision-hash").cloned()),
                     created: pod.metadata.creation_timestamp.as_ref().map(|t| t.0),
                 };
                 log.lock().unwrap_or_else(|e| e.into_inner()).push(entry);
@@ -150,6 +159,28 @@ impl PodHistory {
     /// What was seen so far.
     pub fn seen(&self) -> Vec<SeenPod> {
         self.seen.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The first moment two pods of one name (two UIDs) existed at once, in the watch's order.
+    pub fn two_of_one_name(&self) -> Option<String> {
+        let mut live: std::collections::HashMap<String, String> = Default::default();
+        for p in self.seen() {
+            if p.deleted {
+                if live.get(&p.name) == Some(&p.uid) {
+                    live.remove(&p.name);
+                }
+                continue;
+            }
+            match live.get(&p.name) {
+                Some(other) if *other != p.uid => {
+                    return Some(format!("{} as {} while {other} still existed", p.name, p.uid));
+                }
+                _ => {
+                    live.insert(p.name.clone(), p.uid.clone());
+                }
+            }
+        }
+        None
     }
 }
 

@@ -1,7 +1,10 @@
 //! Field incident 1 from the workload's side: a Recreate rollout blocked behind a pod
 //! Terminating on a dead node is reported on the Deployment and, in Enforce, unblocked by the
 //! recreateRollouts rule; in DryRun it stays blocked with an explanation; a pod still in its
-//! termination grace on a live node is never touched.
+//! termination grace on a live node is never touched. A StatefulSet with the Recreate strategy
+//! (Kubernetes 1.37, alpha) blocked the same way is reported, held until fencing evidence
+//! appears, released, and rolls with one pod per ordinal at any time (on the production-like
+//! control plane: PodGC and the StatefulSet controller as users run them).
 
 use std::time::{Duration, Instant};
 
@@ -14,10 +17,14 @@ use kube::api::{Patch, PatchParams, PostParams};
 use libtest_mimic::Trial;
 use serde_json::json;
 
-use crate::e2e;
-use crate::fixtures::deployment;
+use crate::fixtures::{PodHistory, deployment, force_delete_delay, stateful_set, uid, until};
+use crate::node_actions::renewed_since;
+use crate::support::cluster::Cluster;
 use crate::support::env::{HOSTNAME_LABEL, ZONE_LABEL};
+use crate::{e2e, prod_e2e};
+use k8s_openapi::api::apps::v1::StatefulSet;
 use kube_remediator::core::rollouts::LIVE_FINISH_GRACE;
+use kube_remediator::crd::SHUTDOWN_TAINT;
 
 use crate::support::operator::Operator;
 use crate::support::pki::OPERATOR_USER;
@@ -28,6 +35,7 @@ pub fn trials() -> Vec<Trial> {
         e2e!("ro-recreate-enforce", recreate_rollout_completes_once_the_node_is_dead),
         e2e!("ro-recreate-dry-run", dry_run_leaves_the_rollout_blocked_and_explains_why),
         e2e!("ro-grace-respected", pod_in_grace_on_a_live_node_is_left_alone),
+        prod_e2e!("ro-sts-recreate", a_recreate_stateful_set_rolls_once_its_dead_pod_is_fenced),
     ]
 }
 
@@ -305,5 +313,181 @@ async fn pod_in_grace_on_a_live_node_is_left_alone(env: &TestEnv) -> Result<()> 
         .collect();
     ensure!(deletes.is_empty(), "the operator deleted pods on a live node: {deletes:?}");
     eprintln!("[ro-grace-respected] observed for {:.1}s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// `kube-remediator plan` (a table) of this test's policy.
+async fn run_plan_table(cluster: &Cluster, env: &TestEnv) -> Result<String> {
+    let mut cmd = std::process::Command::new(crate::support::operator::binary());
+    cmd.args(["plan", "--kubeconfig"])
+        .arg(&cluster.kubeconfig)
+        .arg("--policy-selector")
+        .arg(format!("{}={}", crate::support::env::TEST_LABEL, env.name));
+    let out = tokio::task::spawn_blocking(move || cmd.output()).await??;
+    ensure!(out.status.success(), "plan failed: {}", String::from_utf8_lossy(&out.stderr));
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The revision label of a StatefulSet's pod.
+fn revision(pod: &Pod) -> String {
+    let labels = pod.metadata.labels.as_ref();
+    labels.and_then(|l| l.get("controller-revision-hash").cloned()).unwrap_or_default()
+}
+
+async fn a_recreate_stateful_set_rolls_once_its_dead_pod_is_fenced(
+    cluster: &Cluster,
+    env: &TestEnv,
+) -> Result<()> {
+    const NAME: &str = "[ro-sts-recreate]";
+    let victim = env.add_node("victim").await?;
+    let mut spec = rollout_policy("Enforce");
+    spec["nodeSelector"] = json!({ "matchLabels": { ZONE_LABEL: env.zone } });
+    env.create_policy(spec).await?;
+    let op = Operator::start_replica(cluster, env, "", &["--leader-elect=false"]).await?;
+    let ready = Timestamp::now();
+    let history = PodHistory::watch(env.client.clone(), &env.namespace, "app=web");
+
+    // web-0 on the victim (the healthy node cordoned), web-1 and web-2 on the healthy node (the
+    // victim cordoned); the pods tolerate their node's death 1 s.
+    let mut sts = stateful_set("web", 1, json!({ ZONE_LABEL: env.zone }))?;
+    if let Some(spec) = sts.spec.as_mut() {
+        spec.update_strategy = Some(serde_json::from_value(json!({ "type": "Recreate" }))?);
+        if let Some(pod) = spec.template.spec.as_mut() {
+            pod.tolerations = Some(serde_json::from_value(json!([
+                { "key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 1 },
+                { "key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 1 },
+            ]))?);
+        }
+    }
+    env.set_unschedulable(&env.healthy_node, true).await?;
+    let stateful_sets = env.api::<StatefulSet>();
+    stateful_sets.create(&PostParams::default(), &sts).await?;
+    let old = env.wait_pods_ready("app=web", 1).await?.remove(0);
+    ensure!(
+        old.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(victim.as_str()),
+        "web-0 is not on {victim}"
+    );
+    env.set_unschedulable(&env.healthy_node, false).await?;
+    env.set_unschedulable(&victim, true).await?;
+    let scale = json!({ "spec": { "replicas": 3 } });
+    stateful_sets.patch("web", &PatchParams::default(), &Patch::Merge(&scale)).await?;
+    env.wait_pods_ready("app=web", 3).await?;
+    env.set_unschedulable(&victim, false).await?;
+    let (old_uid, old_revision) = (uid(&old), revision(&old));
+    // The Recreate strategy is read back as the control plane stores it (its feature gate on).
+    let stored = stateful_sets.get("web").await?;
+    let strategy = stored.spec.and_then(|s| s.update_strategy).and_then(|u| u.type_);
+    ensure!(strategy.as_deref() == Some("Recreate"), "updateStrategy.type: {strategy:?}");
+
+    renewed_since(env, &victim, ready).await?;
+    env.kill_node(&victim).await?;
+    env.wait_terminating("web-0", Duration::from_secs(150)).await?;
+    let rollout = json!({ "spec": { "template": { "spec": {
+        "containers": [{ "name": "app", "image": "registry.invalid/app:v2" }],
+    }}}});
+    stateful_sets.patch("web", &PatchParams::default(), &Patch::Strategic(&rollout)).await?;
+
+    // Reported: the Event on the StatefulSet names the pod and the strategy, the status lists it.
+    let note =
+        wait_for("a RolloutBlocked Event on StatefulSet web", Duration::from_secs(60), || async {
+            let events = env.events_about("StatefulSet", "web", "RolloutBlocked").await?;
+            Ok(events
+                .into_iter()
+                .filter_map(|e| e.note)
+                .find(|n| n.contains("web-0") && n.contains("strategy Recreate")))
+        })
+        .await?;
+    eprintln!("{NAME} {note}");
+    env.wait_policy("status.blockedRollouts with web", Duration::from_secs(30), |s| {
+        s.blocked_rollouts.iter().find(|b| b.name == "web").map(|_| ())
+    })
+    .await?;
+
+    // Dead, but a StatefulSet pod needs fencing: held until the cloud provider's shutdown taint,
+    // and `plan` says both.
+    let dead = env.dead_at(&victim, 10, 40).await?;
+    tokio::time::sleep(until(dead) + Duration::from_secs(1)).await;
+    let plan = run_plan_table(cluster, env).await?;
+    ensure!(
+        plan.lines()
+            .any(|l| l.contains("StatefulSet") && l.contains("(Recreate)") && l.contains("web-0")),
+        "plan does not list the blocked StatefulSet:\n{plan}"
+    );
+    ensure!(
+        plan.contains("need fencing evidence"),
+        "plan does not say web-0 waits for fencing:\n{plan}"
+    );
+    let held_until = dead + SignedDuration::from_secs(5);
+    holds_for("web-0 held without fencing evidence", until(held_until), || async {
+        let pod = env.pods().get_opt("web-0").await?;
+        ensure!(
+            pod.as_ref().map(uid).as_deref() == Some(old_uid.as_str()),
+            "web-0 released without fencing"
+        );
+        Ok(())
+    })
+    .await?;
+    env.add_taint(&victim, SHUTDOWN_TAINT, None, "NoSchedule").await?;
+    let fenced = Timestamp::now();
+
+    // Released, and the rollout completes: three pods of the new revision, Ready.
+    wait_for("the StatefulSet rolled out", Duration::from_secs(120), || async {
+        let s = stateful_sets.get("web").await?.status.unwrap_or_default();
+        let done = s.current_revision.is_some()
+            && s.current_revision == s.update_revision
+            && s.ready_replicas == Some(3)
+            && s.updated_replicas == Some(3);
+        Ok(done.then_some(()))
+    })
+    .await?;
+    let pods = env.list_pods("app=web").await?;
+    ensure!(pods.iter().all(|p| revision(p) != old_revision), "an old pod is left: {pods:?}");
+    let writes = cluster.operator_pod_writes(&env.namespace, None)?;
+    let shape: Vec<_> = writes
+        .iter()
+        .map(|w| (w.verb.as_str(), w.subresource.as_deref(), w.name.as_deref()))
+        .collect();
+    ensure!(
+        shape == [("patch", Some("status"), Some("web-0")), ("delete", None, Some("web-0"))],
+        "the operator's pod writes: {shape:?}"
+    );
+    let deleted = writes[1].received.context("no time")?;
+    ensure!(deleted >= fenced, "web-0 deleted before the fencing evidence");
+    eprintln!(
+        "{NAME} web-0 released {:.3}s after its threshold (fencing evidence added {:.1}s after the node was dead)",
+        deleted.duration_since(fenced.max(dead)).as_secs_f64(),
+        fenced.duration_since(dead).as_secs_f64()
+    );
+    let (count, mean) = force_delete_delay(&op, &env.name).await?;
+    ensure!(count == 1.0, "{count} force deletes");
+    eprintln!(
+        "{NAME} the operator's own measure: {mean:.3}s from its threshold (the node dead; the fencing came later) to the DELETE's answer"
+    );
+    let released = env.events_about("StatefulSet", "web", "ReleasedBlockingPod").await?;
+    ensure!(!released.is_empty(), "no ReleasedBlockingPod Event on the StatefulSet");
+
+    // One pod per ordinal at any time, Terminating ones included; and Recreate's promise: no
+    // pod of the new revision before every old one was gone.
+    if let Some(two) = history.two_of_one_name() {
+        bail!("two pods of one ordinal: {two}");
+    }
+    let seen = history.seen();
+    let last_old_gone = seen
+        .iter()
+        .rposition(|p| p.deleted && p.revision.as_deref() == Some(old_revision.as_str()));
+    let first_new =
+        seen.iter().position(|p| p.revision.as_deref().is_some_and(|r| r != old_revision));
+    match (last_old_gone, first_new) {
+        (Some(gone), Some(new)) => ensure!(
+            gone < new,
+            "a new-revision pod appeared before the old ones were gone: {seen:?}"
+        ),
+        other => bail!("the watch missed the rollout: {other:?} in {seen:?}"),
+    }
+    ensure!(seen.iter().any(|p| p.uid == old_uid && p.terminating), "never saw web-0 Terminating");
+    env.wait_policy("status.blockedRollouts without web", Duration::from_secs(30), |s| {
+        (!s.blocked_rollouts.iter().any(|b| b.name == "web")).then_some(())
+    })
+    .await?;
     Ok(())
 }
