@@ -9,10 +9,12 @@ use k8s_openapi::api::core::v1::Node;
 
 use crate::core::rollouts::{ReplicaSetView, WorkloadKind, WorkloadView};
 use crate::core::{
-    NodeControl, NodeObservation, NodeRecord, NodeView, OwnerRef, PodView, Readiness,
+    Lifecycle, ManagedBy, NodeControl, NodeObservation, NodeRecord, NodeView, OwnerRef, PodView,
+    Readiness,
 };
 use crate::crd::{
-    CONTROL_PLANE_LABELS, EXCLUDE_ANNOTATION, NODE_ACTIONS_ANNOTATION, OTHER_REMEDIATORS,
+    CONTROL_PLANE_LABELS, EXCLUDE_ANNOTATION, GRACEFUL_SHUTDOWN_CONDITION, MAINTENANCE_CONDITIONS,
+    MAINTENANCE_PLANNED, NODE_ACTIONS_ANNOTATION, OTHER_TOOLS, OUT_OF_SERVICE_APPLIED_BY,
     REARM_ANNOTATION, RemediationPolicy,
 };
 
@@ -109,17 +111,16 @@ pub fn node_view(node: &Node) -> NodeView {
     let meta = &node.metadata;
     let labels = meta.labels.clone().unwrap_or_default();
     let annotations = meta.annotations.as_ref();
-    let managed_by = labels
-        .keys()
-        .chain(annotations.into_iter().flat_map(|a| a.keys()))
-        .find(|k| OTHER_REMEDIATORS.iter().any(|p| k.starts_with(p)))
-        .cloned();
     NodeView {
         observation: node_observation(node, None),
         control: NodeControl {
             uid: meta.uid.clone().unwrap_or_default(),
             control_plane: CONTROL_PLANE_LABELS.iter().any(|l| labels.contains_key(*l)),
-            managed_by,
+            managed_by: managed_by(node),
+            lifecycle: lifecycle(node),
+            out_of_service_applied_by: annotations
+                .and_then(|a| a.get(OUT_OF_SERVICE_APPLIED_BY))
+                .cloned(),
             record: annotations
                 .and_then(|a| a.get(NODE_ACTIONS_ANNOTATION))
                 .map(|json| node_record(json))
@@ -132,6 +133,40 @@ pub fn node_view(node: &Node) -> NodeView {
         labels,
         excluded: excluded(annotations),
         deleted: false,
+    }
+}
+
+/// The tool that manages the node's remediation, if any: the first label, annotation, taint or
+/// finalizer whose key starts with one of [`OTHER_TOOLS`]' prefixes (Cluster API's
+/// `cluster.x-k8s.io/machine` annotation, Karpenter's `karpenter.sh/nodepool` label and
+/// `karpenter.sh/termination` finalizer, medik8s' `medik8s.io/remediation` taint, ...).
+pub fn managed_by(node: &Node) -> Option<ManagedBy> {
+    let meta = &node.metadata;
+    let keys = meta.labels.iter().flat_map(|l| l.keys());
+    let annotations = meta.annotations.iter().flat_map(|a| a.keys());
+    let taints = node.spec.iter().flat_map(|s| s.taints.iter().flatten()).map(|t| &t.key);
+    let finalizers = meta.finalizers.iter().flatten();
+    keys.chain(annotations).chain(taints).chain(finalizers).find_map(|key| {
+        OTHER_TOOLS
+            .iter()
+            .find(|tool| key.starts_with(tool.prefix))
+            .map(|tool| ManagedBy { tool: tool.name, marker: key.clone() })
+    })
+}
+
+/// The node's lifecycle conditions with status True (the instant we saw the shutdown is the
+/// watch index's to date).
+pub fn lifecycle(node: &Node) -> Lifecycle {
+    let conditions = node.status.as_ref().and_then(|s| s.conditions.as_deref()).unwrap_or_default();
+    let holds = |type_: &str| conditions.iter().find(|c| c.type_ == type_ && c.status == "True");
+    let shutdown = holds(GRACEFUL_SHUTDOWN_CONDITION);
+    Lifecycle {
+        maintenance: MAINTENANCE_CONDITIONS.into_iter().find(|c| holds(c).is_some()),
+        maintenance_planned: holds(MAINTENANCE_PLANNED).is_some(),
+        shutting_down: shutdown.is_some(),
+        shutdown_transition: shutdown.and_then(|c| c.last_transition_time.as_ref()).map(|t| t.0),
+        shutdown_seen: None,
+        shutdown_from_stamp: false,
     }
 }
 
@@ -571,5 +606,56 @@ mod tests {
         for (case, pod, want) in table {
             assert_eq!(stale_ready_since(&pod).is_some(), want, "{case}");
         }
+    }
+
+    #[test]
+    fn other_tools_and_lifecycle_conditions_from_the_node() {
+        let node = |v: serde_json::Value| -> Node { serde_json::from_value(v).expect("node") };
+        let tool = |v| managed_by(&node(v)).map(|m| (m.tool, m.marker));
+        let table = [
+            ("nothing", serde_json::json!({"metadata": {"labels": {"zone": "a"}}}), None),
+            (
+                "Cluster API's annotation",
+                serde_json::json!({"metadata": {"annotations": {"cluster.x-k8s.io/machine": "m"}}}),
+                Some(("Cluster API", "cluster.x-k8s.io/machine")),
+            ),
+            (
+                "Karpenter's label",
+                serde_json::json!({"metadata": {"labels": {"karpenter.sh/nodepool": "p"}}}),
+                Some(("Karpenter", "karpenter.sh/nodepool")),
+            ),
+            (
+                "Karpenter's finalizer",
+                serde_json::json!({"metadata": {"finalizers": ["karpenter.sh/termination"]}}),
+                Some(("Karpenter", "karpenter.sh/termination")),
+            ),
+            (
+                "medik8s' taint",
+                serde_json::json!({"spec": {"taints": [
+                    {"key": "medik8s.io/remediation", "effect": "NoExecute"}]}}),
+                Some(("medik8s", "medik8s.io/remediation")),
+            ),
+        ];
+        for (case, json, want) in table {
+            let got = tool(json);
+            assert_eq!(got.as_ref().map(|(t, m)| (*t, m.as_str())), want, "{case}");
+        }
+        let conditions = |c: serde_json::Value| {
+            lifecycle(&node(serde_json::json!({"status": {"conditions": c}})))
+        };
+        let at = "2026-01-01T00:00:00Z";
+        let l = conditions(serde_json::json!([
+            {"type": "MaintenancePlanned", "status": "True"},
+            {"type": "DrainInProgress", "status": "False"},
+            {"type": "Drained", "status": "True"},
+            {"type": "GracefulNodeShutdownInProgress", "status": "True", "lastTransitionTime": at},
+        ]));
+        assert_eq!(l.maintenance, Some("Drained"));
+        assert!(l.maintenance_planned && l.shutting_down);
+        assert_eq!(l.shutdown_transition, Some(at.parse().expect("ts")));
+        assert_eq!(l.shutdown_seen, None, "ours to date, never the condition's");
+        let planned =
+            conditions(serde_json::json!([{"type": "MaintenancePlanned", "status": "True"}]));
+        assert_eq!((planned.maintenance, planned.shutting_down), (None, false));
     }
 }

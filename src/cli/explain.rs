@@ -165,6 +165,10 @@ fn node_facts(observed: &Observed, node: &str) -> Value {
         "name": node, "exists": !view.deleted, "ready": obs.readiness.as_str(),
         "leaseRenewTime": obs.lease_renewed.map(|t| t.to_string()),
         "unschedulable": obs.unschedulable, "taints": obs.taints,
+        "maintenance": view.control.lifecycle.maintenance,
+        "maintenancePlanned": view.control.lifecycle.maintenance_planned,
+        "gracefulShutdown": view.control.lifecycle.shutting_down,
+        "managedBy": view.control.managed_by.as_ref().map(|m| m.to_string()),
         "volumesInUse": obs.volumes_in_use,
     })
 }
@@ -209,6 +213,9 @@ fn policy_view(p: &PolicyPlan, uid: &str, node: &str, terminating: bool) -> Valu
     };
     let node_view = plan.nodes.iter().find(|n| n.name == node);
     let node_state = node_view.map(|n| json!({ "state": n.state.as_str(), "why": n.why }));
+    let left_alone = node_view.and_then(|n| {
+        n.hold.as_ref().map(|h| json!({ "reason": h.code(), "message": h.describe(&n.name) }))
+    });
     let action = plan.actions.iter().find(|a| a.pod().is_some_and(|pod| pod.uid == uid));
     let verb = if mode == "DryRun" { "WOULD (DryRun)" } else { "WILL" };
     let decision = plan.decisions.iter().find(|d| d.uid == uid);
@@ -235,7 +242,7 @@ fn policy_view(p: &PolicyPlan, uid: &str, node: &str, terminating: bool) -> Valu
     let circuit = plan.storm.holds().then(|| plan.storm.message());
     json!({
         "policy": name, "mode": mode, "covers": covers, "says": says, "code": code,
-        "node": node_state, "circuit": circuit,
+        "node": node_state, "nodeLeftAlone": left_alone, "circuit": circuit,
         "nextChange": plan.next_deadline.map(|t| t.to_string()),
     })
 }
@@ -299,6 +306,9 @@ fn print_text(doc: &Value, note: &str) {
         if let Some(node) = p["node"].as_object() {
             let (state, why) = (&node["state"], &node["why"]);
             println!("  node by this policy: {} ({})", s(state), s(why));
+        }
+        if let Some(reason) = p["nodeLeftAlone"]["reason"].as_str() {
+            println!("  node left alone ({reason}): {}", s(&p["nodeLeftAlone"]["message"]));
         }
         if let Some(circuit) = p["circuit"].as_str() {
             println!("  circuit open: {circuit}");

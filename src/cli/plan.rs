@@ -13,7 +13,7 @@ use super::snapshot::{self, PolicyPlan, Snapshot};
 use super::table::{Table, human};
 use super::{ConnectionArgs, StormArgs};
 use crate::Result;
-use crate::core::{NodeState, Plan, Verdict, parse_duration};
+use crate::core::{NodeState, Plan, Verdict, nodes_left_alone, parse_duration};
 use crate::crd::Mode;
 
 #[derive(Debug, clap::Args)]
@@ -124,6 +124,9 @@ fn to_json(p: &PolicyPlan, now: Timestamp, note: &str) -> serde_json::Value {
                 "node": n.name, "state": n.state.as_str(), "why": n.why,
                 "fencedBy": n.fenced_by.map(|f| f.describe()),
                 "deadAt": n.dead_at.map(|t| t.to_string()),
+                "leftAlone": n.hold.as_ref().map(|h| json!({
+                    "reason": h.code(), "message": h.describe(&n.name),
+                })),
             })
         })
         .collect();
@@ -219,6 +222,11 @@ fn print_plan(p: &PolicyPlan, plan: &Plan, now: Timestamp) {
     for n in plan.nodes.iter().filter(|n| n.state != NodeState::Healthy) {
         let fenced = n.fenced_by.map(|f| f.describe().to_string()).unwrap_or_else(|| "-".into());
         t.row([n.name.clone(), n.state.as_str().to_string(), fenced, n.why.clone()]);
+    }
+    t.print_if_any("  ");
+    let mut t = Table::new(["NODE LEFT ALONE", "REASON", "WHY"]);
+    for (n, hold) in nodes_left_alone(plan) {
+        t.row([n.name.clone(), hold.code().to_string(), hold.describe(&n.name)]);
     }
     t.print_if_any("  ");
 

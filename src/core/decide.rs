@@ -12,6 +12,7 @@ use jiff::Timestamp;
 use super::history::{Decided, EvidenceNews, PolicyHistory};
 use super::live_node_cause::StuckCause;
 use super::node::NodeState;
+use super::node_notices::{NodeNotice, new_node_notices};
 use super::observed::{NodeView, Observed};
 use super::pending_resolution::{PodNow, node_action_took_effect, resolve_failed, resolve_pending};
 use super::plan::{Plan, plan};
@@ -60,6 +61,9 @@ pub struct Decision {
     pub fencing_notices: Vec<FencingNotice>,
     /// Pods newly stuck on a live node or left Ready=False, or with new evidence.
     pub pod_notices: Vec<PodNotice>,
+    /// Dead nodes newly left alone (in maintenance, shutting down, another tool's): once per
+    /// node and episode.
+    pub node_notices: Vec<NodeNotice>,
     /// What changed in the evidence, to log once.
     pub evidence: EvidenceNews,
     pub gauges: Gauges,
@@ -105,6 +109,7 @@ pub fn decide(
     let (fencing_notices, fencing_notified) = history.new_fencing_notices(held);
     let pods = stuck_on_live_nodes(&plan).into_iter().chain(stale_ready(&plan)).collect();
     let (pod_notices, pod_notified) = history.new_pod_notices(pods);
+    let (node_notices, node_notified) = new_node_notices(&plan, observed, history.node_notified());
     let (evidence, held_alive) = history.evidence_news(&plan);
     let earlier = resolve_earlier(history, reads);
     let carried = history.unwritten().to_vec();
@@ -123,6 +128,7 @@ pub fn decide(
             suspended: plan.suspended.clone(),
             fencing_notified,
             pod_notified,
+            node_notified,
             pending_resolved: earlier.pending_resolved,
             settled: earlier.settled,
             earlier: carried.iter().chain(&earlier.resolved).cloned().collect(),
@@ -131,6 +137,7 @@ pub fn decide(
         status,
         fencing_notices,
         pod_notices,
+        node_notices,
         evidence,
         gauges,
         carried,

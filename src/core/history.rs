@@ -38,6 +38,8 @@ pub struct PolicyHistory {
     fencing_notified: BTreeSet<String>,
     /// Pods stuck on live nodes or left Ready=False already reported, with the evidence.
     pod_notified: BTreeMap<String, String>,
+    /// Failing nodes already reported as left alone in their current episode, with the hold.
+    node_notified: BTreeMap<String, &'static str>,
     /// When to decide again because an action was skipped (the last look found the world
     /// changed, a PodDisruptionBudget refused an eviction), if nothing else brings a reconcile
     /// sooner.
@@ -113,6 +115,7 @@ pub struct Decided {
     pub(super) suspended: Option<Suspension>,
     pub(super) fencing_notified: BTreeSet<String>,
     pub(super) pod_notified: BTreeMap<String, String>,
+    pub(super) node_notified: BTreeMap<String, &'static str>,
     /// The Pending records are resolved (in this decision or before).
     pub(super) pending_resolved: bool,
     /// Failed actions a fresh read settled, by acted key.
@@ -209,11 +212,19 @@ impl PolicyHistory {
         write: StatusWrite,
         now: Timestamp,
     ) -> Option<Timestamp> {
-        let Decided { circuit, held_alive, suspended, fencing_notified, pod_notified, .. } =
-            decided;
+        let Decided {
+            circuit,
+            held_alive,
+            suspended,
+            fencing_notified,
+            pod_notified,
+            node_notified,
+            ..
+        } = decided;
         self.circuit = Some(circuit);
         (self.held_alive, self.suspended) = (held_alive, suspended);
         (self.fencing_notified, self.pod_notified) = (fencing_notified, pod_notified);
+        self.node_notified = node_notified;
         self.pending_resolved |= decided.pending_resolved;
         for key in &decided.settled {
             self.failed_records.remove(key);
@@ -329,6 +340,11 @@ impl PolicyHistory {
             .filter(|n| self.pod_notified.get(&n.uid) != Some(&n.evidence))
             .collect();
         (fresh, now)
+    }
+
+    /// The failing nodes already reported as left alone, with the hold said.
+    pub(super) fn node_notified(&self) -> &BTreeMap<String, &'static str> {
+        &self.node_notified
     }
 
     /// What is new about the evidence in `plan`, and the nodes held alive to remember.

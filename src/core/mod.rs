@@ -36,6 +36,7 @@ pub mod history;
 pub mod ledger;
 pub mod live_node_cause;
 pub mod node;
+pub mod node_notices;
 pub mod observed;
 pub mod pending_resolution;
 pub mod plan;
@@ -52,8 +53,8 @@ pub mod zones;
 pub use action::{
     Act, Action, DISRUPTION_REASON, DISRUPTION_TARGET, DisruptionWrite, Evict, ForceDelete,
     FreshNode, FreshPod, FreshPolicy, LastLook, NodeAction, NodeActionKind, NodeTarget,
-    PodPhaseNow, PodTarget, RemoveFinalizers, Skip, Target, UndoChanges, policy_still_enforces,
-    removal_acted_key, same_second, undo_changes,
+    PodPhaseNow, PodTarget, RemoveFinalizers, Skip, Target, UndoChanges, lifecycle_still_allows,
+    policy_still_enforces, removal_acted_key, same_second, undo_changes,
 };
 pub use decide::{Decision, Gauges, PendingNow, Reads, decide};
 pub use duration::{DurationError, format_duration, parse_duration};
@@ -64,12 +65,13 @@ pub use history::{
 };
 pub use ledger::Ledger;
 pub use node::{
-    DeathEvidence, FencingEvidence, NodeHealth, NodeState, NodeSummary, assess_node,
-    fencing_evidence, summarize_node,
+    DeathEvidence, FencingEvidence, NodeHealth, NodeHold, NodeState, NodeSummary, assess_node,
+    fencing_evidence, node_hold, summarize_node,
 };
+pub use node_notices::{NODE_LEFT_ALONE, NodeNotice, new_node_notices, nodes_left_alone};
 pub use observed::{
-    Acting, Backoff, CircuitMemory, NodeControl, NodeObservation, NodeRecord, NodeView, Observed,
-    Outage, OwnerKey, OwnerRef, PastAction, PodView, Readiness, StormInput,
+    Acting, Backoff, CircuitMemory, Lifecycle, ManagedBy, NodeControl, NodeObservation, NodeRecord,
+    NodeView, Observed, Outage, OwnerKey, OwnerRef, PastAction, PodView, Readiness, StormInput,
 };
 pub use pending_resolution::{PodNow, node_action_took_effect, resolve_failed, resolve_pending};
 pub use plan::{Plan, PlanCounts, plan};
@@ -78,7 +80,7 @@ pub use pod_notices::{
 };
 pub use policy::{
     FencingNeeds, Finalizers, InvalidPolicy, LiveNodeStuck, MaxUnhealthy, NodeActions,
-    StormSettings, ValidatedPolicy, validate,
+    NodeLifecycle, StormSettings, ValidatedPolicy, validate,
 };
 pub use selector::{Selector, SelectorError};
 pub use status::{

@@ -13,7 +13,7 @@
 use jiff::{SignedDuration, Timestamp};
 
 use super::duration::{add, format_duration};
-use super::observed::{NodeObservation, NodeRecord, NodeView, Readiness};
+use super::observed::{ManagedBy, NodeControl, NodeObservation, NodeView, Readiness};
 use super::policy::ValidatedPolicy;
 use crate::crd::{FencingSpec, OUT_OF_SERVICE_TAINT, SHUTDOWN_TAINT};
 
@@ -65,18 +65,19 @@ impl FencingEvidence {
     }
 }
 
-/// The first enabled fencing evidence on a node (`deleted`: its Node object is gone): the
-/// out-of-service taint counts only with effect `NoExecute` (what PodGC and the attach/detach
-/// The fencing settings for judging a node with this record: the out-of-service taint this
-/// operator added itself is never evidence for its own decisions.
-pub fn own_taint_aside(fencing: &FencingSpec, record: &NodeRecord) -> FencingSpec {
+/// The fencing settings for judging a node: the out-of-service taint this operator added itself
+/// (our record names one, or its applied-by annotation names us) is never evidence for its own
+/// decisions. One applied by another tool (applied-by `pacemaker`) or an admin is.
+pub fn own_taint_aside(fencing: &FencingSpec, control: &NodeControl) -> FencingSpec {
     let mut fencing = fencing.clone();
-    if record.tainted.is_some() {
+    if control.taint_may_be_ours() {
         fencing.out_of_service_taint = false;
     }
     fencing
 }
 
+/// The first enabled fencing evidence on a node (`deleted`: its Node object is gone): the
+/// out-of-service taint counts only with effect `NoExecute` (what PodGC and the attach/detach
 /// controller act on), the shutdown taint with any effect.
 pub fn fencing_evidence(
     node: &NodeObservation,
@@ -92,6 +93,76 @@ pub fn fencing_evidence(
     } else {
         None
     }
+}
+
+/// Why the operator leaves a node alone although it may be failing: its lifecycle conditions
+/// (a maintenance, a graceful shutdown) or another tool that manages it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NodeHold {
+    /// A maintenance condition is True (`nodeLifecycle.maintenance: Respect`): no node action,
+    /// no pod release.
+    InMaintenance { condition: &'static str },
+    /// `GracefulNodeShutdownInProgress` is True and its grace runs until `until` (our clock,
+    /// from `seen`; `stamp`: dated by the condition's lastTransitionTime, `plan` only): no
+    /// node action, no pod release before.
+    ShuttingDown { seen: Timestamp, until: Timestamp, stamp: bool },
+    /// Another tool manages the node: no node action (its pods are released as anywhere).
+    LeftToAnotherTool(ManagedBy),
+}
+
+impl NodeHold {
+    /// The bounded code status, Events and `plan` show.
+    pub fn code(&self) -> &'static str {
+        match self {
+            NodeHold::InMaintenance { .. } => "InMaintenance",
+            NodeHold::ShuttingDown { .. } => "ShuttingDown",
+            NodeHold::LeftToAnotherTool(_) => "LeftToAnotherTool",
+        }
+    }
+
+    /// Whether the hold also keeps the node's pods (not only node actions).
+    pub fn holds_pods(&self) -> bool {
+        !matches!(self, NodeHold::LeftToAnotherTool(_))
+    }
+
+    /// The sentence Events, status, `plan` and `explain` show.
+    pub fn describe(&self, node: &str) -> String {
+        match self {
+            NodeHold::InMaintenance { condition } => format!(
+                "node {node} is in maintenance ({condition}=True): no node action and no pod                  release while it is (nodeLifecycle.maintenance: Respect)"
+            ),
+            NodeHold::ShuttingDown { seen, until, stamp } => {
+                let since = if *stamp { " (by its lastTransitionTime)" } else { "" };
+                format!(
+                    "node {node} is shutting down gracefully (GracefulNodeShutdownInProgress=True                      since {seen}{since}): its kubelet terminates its pods; no node action and                      no pod release before its grace ends at {until}                      (nodeLifecycle.gracefulShutdownGrace)"
+                )
+            }
+            NodeHold::LeftToAnotherTool(by) => format!(
+                "node {node} is managed by {} ({} on the Node): node actions are left to it",
+                by.tool, by.marker
+            ),
+        }
+    }
+}
+
+/// What holds a node at `now`, most encompassing first: a maintenance (unless the policy
+/// ignores it), a graceful shutdown whose grace has not passed, another tool.
+pub fn node_hold(view: &NodeView, policy: &ValidatedPolicy, now: Timestamp) -> Option<NodeHold> {
+    let lifecycle = &view.control.lifecycle;
+    if let Some(condition) = lifecycle.maintenance.filter(|_| policy.lifecycle.respect_maintenance)
+    {
+        return Some(NodeHold::InMaintenance { condition });
+    }
+    if lifecycle.shutting_down {
+        // Seen by the watch whenever the condition is; without an instant of ours, no end.
+        let seen = lifecycle.shutdown_seen.unwrap_or(Timestamp::MAX);
+        let until = add(seen, policy.lifecycle.shutdown_grace);
+        if now < until {
+            let stamp = lifecycle.shutdown_from_stamp;
+            return Some(NodeHold::ShuttingDown { seen, until, stamp });
+        }
+    }
+    view.control.managed_by.clone().map(NodeHold::LeftToAnotherTool)
 }
 
 /// One node as the planner judged it at an instant.
@@ -118,6 +189,11 @@ pub struct NodeSummary {
     /// that the safety kernel checks it again, from the raw instants, right before the request.
     /// `None` unless [`NodeState::Dead`].
     pub death: Option<DeathEvidence>,
+    /// What leaves the node alone now, if anything.
+    pub hold: Option<NodeHold>,
+    /// When the operator saw the node's graceful shutdown begin, by its clock: carried by every
+    /// action on the node, so that the safety kernel sees its grace has passed.
+    pub shutdown_seen: Option<Timestamp>,
 }
 
 /// Why a node is dead: the raw evidence the operator saw, not a verdict.
@@ -160,7 +236,7 @@ pub fn summarize_node(
     let deleted_by_someone_else = view.deleted && view.control.deleted_by_us.is_none();
     let fenced_by = fencing_evidence(
         obs,
-        &own_taint_aside(&policy.fencing, &view.control.record),
+        &own_taint_aside(&policy.fencing, &view.control),
         deleted_by_someone_else,
     );
     let summary = |state, dead_at, why: String, held_alive| NodeSummary {
@@ -174,6 +250,8 @@ pub fn summarize_node(
         lease_renewed: obs.lease_renewed,
         held_alive,
         death: None,
+        hold: node_hold(view, policy, now),
+        shutdown_seen: view.control.lifecycle.shutdown_seen,
     };
     let Some(since) = evidence_since else {
         let state = if view.deleted || obs.readiness != Readiness::Ready {

@@ -128,9 +128,14 @@ pub struct NodeControl {
     pub uid: String,
     /// Labelled `node-role.kubernetes.io/control-plane` (or `master`): never deleted.
     pub control_plane: bool,
-    /// The marker of another tool that manages this node's remediation (Cluster API,
-    /// Karpenter, medik8s), if any: node actions leave the node to it.
-    pub managed_by: Option<String>,
+    /// Another tool that manages this node's remediation (Cluster API, Karpenter, medik8s),
+    /// if any: node actions leave the node to it.
+    pub managed_by: Option<ManagedBy>,
+    /// Its node lifecycle conditions (maintenance, drain, graceful shutdown).
+    pub lifecycle: Lifecycle,
+    /// The annotation `node.kubernetes.io/out-of-service-applied-by`: who applied the node's
+    /// out-of-service taint (`kube-remediator` for ours, `pacemaker` for OpenShift's fencing).
+    pub out_of_service_applied_by: Option<String>,
     /// What this operator did to the node, from its annotation.
     pub record: NodeRecord,
     /// When the operator saw the node Ready again, by its own clock (`None` while not Ready).
@@ -144,6 +149,43 @@ pub struct NodeControl {
     /// A tombstone ([`NodeView::deleted`]) of a Node this operator deleted itself, and when:
     /// its own write, never evidence for its own decisions.
     pub deleted_by_us: Option<Timestamp>,
+}
+
+/// Another tool that manages a node, and the label, annotation, taint or finalizer that says
+/// so.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ManagedBy {
+    /// The tool's name (`Karpenter`).
+    pub tool: &'static str,
+    /// The key found (`karpenter.sh/nodepool`).
+    pub marker: String,
+}
+
+impl fmt::Display for ManagedBy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.tool, self.marker)
+    }
+}
+
+/// A node's lifecycle conditions (Kubernetes 1.37, KEP-5683) with status True.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Lifecycle {
+    /// The first of `MaintenanceInProgress`, `DrainInProgress`, `Drained` that is True: the
+    /// node is in maintenance.
+    pub maintenance: Option<&'static str>,
+    /// `MaintenancePlanned` is True (shown; it holds nothing).
+    pub maintenance_planned: bool,
+    /// `GracefulNodeShutdownInProgress` is True.
+    pub shutting_down: bool,
+    /// That condition's `lastTransitionTime`, written by another machine's clock: shown, and
+    /// used by one-shot reads only, worded so.
+    pub shutdown_transition: Option<Timestamp>,
+    /// When the operator first saw `GracefulNodeShutdownInProgress` True, by its own clock
+    /// (`None` while it is not, or for a one-shot read).
+    pub shutdown_seen: Option<Timestamp>,
+    /// `plan` only: `shutdown_seen` was not seen but dated from the condition's
+    /// lastTransitionTime, and is worded so.
+    pub shutdown_from_stamp: bool,
 }
 
 /// An outage of a node the operator watched: it saw the node leave Ready at `from` and come
@@ -169,6 +211,15 @@ pub struct NodeRecord {
 impl NodeRecord {
     pub fn is_empty(&self) -> bool {
         self.cordoned.is_none() && self.tainted.is_none()
+    }
+}
+
+impl NodeControl {
+    /// Whether the node's out-of-service taint may be ours: our record names one, or the
+    /// applied-by annotation names us. Ours is never evidence for our own decisions.
+    pub fn taint_may_be_ours(&self) -> bool {
+        self.record.tainted.is_some()
+            || self.out_of_service_applied_by.as_deref() == Some(crate::crd::APPLIED_BY_US)
     }
 }
 

@@ -17,7 +17,7 @@ use super::action::Action;
 use super::duration::add;
 use super::evidence::Suspension;
 use super::guards::{Circuit, Guards};
-use super::node::{NodeState, NodeSummary, summarize_node};
+use super::node::{NodeHold, NodeState, NodeSummary, summarize_node};
 use super::observed::{NodeView, Observed, Readiness};
 use super::policy::{MaxUnhealthy, ValidatedPolicy};
 use super::rules::live_node_stuck::StuckPod;
@@ -91,6 +91,9 @@ pub fn plan(observed: &Observed, policy: &ValidatedPolicy, now: Timestamp) -> Pl
             }
         }
         deadlines.extend(summary.dead_at.filter(|t| *t > now));
+        if let Some(NodeHold::ShuttingDown { until, .. }) = &summary.hold {
+            deadlines.push(*until);
+        }
     }
     counts.stuck_pods = count_stuck_pods(observed, &nodes, policy, now, &mut deadlines);
     let circuit =
@@ -118,13 +121,16 @@ pub fn plan(observed: &Observed, policy: &ValidatedPolicy, now: Timestamp) -> Pl
     deadlines.extend(stale_deadlines);
     candidates.extend(evictions.into_iter().map(|action| Candidate { decision: None, action }));
 
+    let candidates = held_by_nodes(candidates, &mut decisions, &mut stale, &nodes);
     let (mut actions, waits) =
         spend_guards(candidates, &mut decisions, observed, policy, storm.refusal(), now);
     deadlines.extend(waits);
     held_evictions(&mut stale, &actions);
-    // Undoing our own changes needs no storm guard, only a policy that is not paused.
+    // Undoing our own changes needs no storm guard, only a policy that is not paused and a
+    // node nothing holds (in maintenance, shutting down).
     if !policy.paused {
-        actions.extend(node_findings.undo);
+        let held = |a: &Action| nodes.get(a.node()).is_some_and(|n| n.hold.is_some());
+        actions.extend(node_findings.undo.into_iter().filter(|a| !held(a)));
     }
     // Every action is recorded Pending in the status before its request, and the status holds
     // MAX_BATCH records: a larger batch is cut, and the rest comes at once in the next plan.
@@ -149,6 +155,42 @@ pub fn plan(observed: &Observed, policy: &ValidatedPolicy, now: Timestamp) -> Pl
         next_deadline: deadlines.into_iter().filter(|t| *t > now).min(),
         counts,
     }
+}
+
+/// A node held ([`NodeHold`]: in maintenance, shutting down, left to another tool) gets no node
+/// action, and its pods no action when the hold covers them: a pod's decision says why, a
+/// stale pod's note too. Before the guards, so that a held action spends none.
+fn held_by_nodes(
+    candidates: Vec<Candidate>,
+    decisions: &mut [PodDecision],
+    stale: &mut [StalePod],
+    nodes: &BTreeMap<&str, NodeSummary>,
+) -> Vec<Candidate> {
+    let mut kept = Vec::with_capacity(candidates.len());
+    for candidate in candidates {
+        let node = nodes.get(candidate.action.node());
+        let hold = node.and_then(|n| n.hold.as_ref().map(|h| (n, h)));
+        let Some((node, hold)) =
+            hold.filter(|(_, h)| h.holds_pods() || matches!(candidate.action, Action::Node(_)))
+        else {
+            kept.push(candidate);
+            continue;
+        };
+        let why = hold.describe(&node.name);
+        if let Some(d) = candidate.decision {
+            decisions[d].verdict = Verdict::NotEligible(match hold {
+                NodeHold::ShuttingDown { until, .. } => {
+                    NotEligible::ShuttingDown { until: *until, why }
+                }
+                _ => NotEligible::InMaintenance { why },
+            });
+        } else if let Action::Evict(e) = &candidate.action
+            && let Some(pod) = stale.iter_mut().find(|p| p.uid == e.pod.uid)
+        {
+            pod.note.push_str(&format!("; held: {why}"));
+        }
+    }
+    kept
 }
 
 /// A stale pod whose eviction a guard held says so.
@@ -1480,5 +1522,112 @@ mod tests {
         obs.storm.cluster_limit = Some(MaxUnhealthy::Count(5));
         let plan = plan(&obs, &policy(|_| {}), now());
         assert_eq!((plan.storm.cluster.unhealthy, plan.storm.cluster.in_scope), (1, 2));
+    }
+
+    /// A dead node in maintenance or in a graceful shutdown gets nothing (its pods say why);
+    /// maintenance only planned, maintenance the policy ignores, a shutdown whose grace has
+    /// passed hold nothing; another tool's node gets no node action, its pods go as anywhere.
+    #[test]
+    fn lifecycle_conditions_and_other_tools_hold_what_they_should() {
+        use crate::core::observed::{Lifecycle, ManagedBy};
+        type LifecycleFn = fn(&mut Lifecycle);
+        struct Row {
+            case: &'static str,
+            lifecycle: LifecycleFn,
+            ignore_maintenance: bool,
+            karpenter: bool,
+            /// The pod's verdict code ("Act" when released) and the node actions planned.
+            want: (&'static str, Vec<&'static str>),
+            next: Option<Timestamp>,
+        }
+        let row = |case, lifecycle: LifecycleFn, want: (&'static str, Vec<&'static str>)| Row {
+            case,
+            lifecycle,
+            ignore_maintenance: false,
+            karpenter: false,
+            want,
+            next: None,
+        };
+        let released = ("Act", vec!["Cordon"]);
+        let table = [
+            row("no condition", |_| {}, released.clone()),
+            row("maintenance planned only", |l| l.maintenance_planned = true, released.clone()),
+            row(
+                "MaintenanceInProgress",
+                |l| l.maintenance = Some("MaintenanceInProgress"),
+                ("InMaintenance", vec![]),
+            ),
+            row("Drained", |l| l.maintenance = Some("Drained"), ("InMaintenance", vec![])),
+            Row {
+                ignore_maintenance: true,
+                ..row(
+                    "maintenance the policy ignores",
+                    |l| l.maintenance = Some("DrainInProgress"),
+                    released.clone(),
+                )
+            },
+            Row {
+                next: Some(t(11, 0)),
+                ..row(
+                    "shutting down since 00:09: grace until 00:11",
+                    |l| {
+                        l.shutting_down = true;
+                        l.shutdown_seen = Some(t(9, 0));
+                    },
+                    ("ShuttingDown", vec![]),
+                )
+            },
+            row(
+                "shutting down since 00:07: grace over at 00:09",
+                |l| {
+                    l.shutting_down = true;
+                    l.shutdown_seen = Some(t(7, 0));
+                },
+                released.clone(),
+            ),
+            Row { karpenter: true, ..row("Karpenter's node", |_| {}, ("Act", vec![])) },
+        ];
+        for r in table {
+            let mut n = node("n-dead", "dead");
+            (r.lifecycle)(&mut n.control.lifecycle);
+            if r.karpenter {
+                n.control.managed_by =
+                    Some(ManagedBy { tool: "Karpenter", marker: "karpenter.sh/nodepool".into() });
+            }
+            let obs = observed(vec![n], vec![pod("p", "n-dead")]);
+            let p = policy(|s| {
+                s.node_actions.cordon_after = Some("0s".into());
+                if r.ignore_maintenance {
+                    s.node_lifecycle.maintenance = crate::crd::MaintenanceHandling::Ignore;
+                }
+            });
+            let plan = plan(&obs, &p, now());
+            let pod_code = match verdict_of(&plan, "p") {
+                Verdict::Eligible => "Act",
+                Verdict::NotEligible(why) => why.code(),
+            };
+            let node_actions: Vec<&str> = plan
+                .actions
+                .iter()
+                .filter(|a| a.pod().is_none())
+                .map(|a| a.kind().as_str())
+                .collect();
+            assert_eq!((pod_code, node_actions), r.want, "{}", r.case);
+            if let Some(next) = r.next {
+                assert_eq!(plan.next_deadline, Some(next), "{}", r.case);
+            }
+            // Every action carries the instant the shutdown was seen, for the kernel.
+            let seen = obs.nodes[0].control.lifecycle.shutdown_seen;
+            for a in &plan.actions {
+                assert_eq!(a.act().target().shutdown_seen(), seen, "{}", r.case);
+            }
+            let held = plan.nodes[0].hold.as_ref().map(|h| h.code());
+            let want_held = match r.want.0 {
+                "Act" if r.karpenter => Some("LeftToAnotherTool"),
+                "Act" => None,
+                code => Some(code),
+            };
+            assert_eq!(held, want_held, "{}", r.case);
+        }
     }
 }

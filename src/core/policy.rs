@@ -9,8 +9,8 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use super::duration::{format_duration, parse_duration};
 use super::selector::Selector;
 use crate::crd::{
-    FencingRequirement, FencingSpec, MIN_LEASE_STALE_FOR, Mode, OwnerKind, RemediationPolicySpec,
-    StaleReadinessAction,
+    FencingRequirement, FencingSpec, MIN_LEASE_STALE_FOR, MaintenanceHandling, Mode, OwnerKind,
+    RemediationPolicySpec, StaleReadinessAction,
 };
 
 /// The storm-guard limit, `safety.maxUnhealthyNodes`.
@@ -110,12 +110,21 @@ pub struct ValidatedPolicy {
     pub actions_per_minute: u32,
     pub max_pods_per_owner_per_minute: u32,
     pub node_actions: NodeActions,
+    pub lifecycle: NodeLifecycle,
     pub storm: StormSettings,
     /// `liveNodeStuck`, `None` when the rule is disabled.
     pub live_node_stuck: Option<LiveNodeStuck>,
     pub finalizers: Finalizers,
     /// `staleReadiness`, `None` when the rule is disabled.
     pub stale_readiness: Option<StaleReadiness>,
+}
+
+/// `nodeLifecycle`: whether a node in maintenance is left alone, and how long a graceful
+/// shutdown is given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NodeLifecycle {
+    pub respect_maintenance: bool,
+    pub shutdown_grace: SignedDuration,
 }
 
 /// `staleReadiness`: how long a node must be Ready again, and whether stale pods are evicted.
@@ -237,6 +246,12 @@ pub fn validate(spec: &RemediationPolicySpec) -> Result<ValidatedPolicy, Invalid
             node_ready_for,
             evict: stale.action == StaleReadinessAction::Evict,
         });
+    let lifecycle = NodeLifecycle {
+        respect_maintenance: spec.node_lifecycle.maintenance == MaintenanceHandling::Respect,
+        shutdown_grace: parse_duration(&spec.node_lifecycle.graceful_shutdown_grace)
+            .map_err(|e| problems.push(format!("nodeLifecycle.gracefulShutdownGrace: {e}")))
+            .unwrap_or(SignedDuration::ZERO),
+    };
     let storm = StormSettings {
         latch: spec.safety.latch,
         cooldown: parse_duration(&spec.safety.cooldown)
@@ -265,6 +280,7 @@ pub fn validate(spec: &RemediationPolicySpec) -> Result<ValidatedPolicy, Invalid
                 actions_per_minute,
                 max_pods_per_owner_per_minute,
                 node_actions,
+                lifecycle,
                 storm,
                 live_node_stuck,
                 finalizers,

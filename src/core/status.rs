@@ -8,12 +8,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::evidence::Suspension;
+use super::node_notices::nodes_left_alone;
 use super::observed::{CircuitMemory, Observed, WorkloadRef};
 use super::plan::Plan;
 use super::policy::{InvalidPolicy, ValidatedPolicy};
 use crate::crd::{
-    ActionResult, BlockedRolloutStatus, CircuitStatus, MAX_RECENT_ACTIONS, RecentAction,
-    RemediationPolicyStatus, StaleReadyPodStatus, StuckPodStatus,
+    ActionResult, BlockedRolloutStatus, CircuitStatus, MAX_RECENT_ACTIONS, NodeLeftAloneStatus,
+    RecentAction, RemediationPolicyStatus, StaleReadyPodStatus, StuckPodStatus,
 };
 
 /// Condition type: the policy is valid and evaluated against synced caches.
@@ -156,6 +157,14 @@ pub fn desired_status(
             status.dead_nodes = count(plan.counts.dead_nodes);
             status.stuck_pods = count(plan.counts.stuck_pods);
             status.stuck_on_live_nodes = stuck_on_live_nodes(plan);
+            status.nodes_left_alone = nodes_left_alone(plan)
+                .take(MAX_RECENT_ACTIONS)
+                .map(|(node, hold)| NodeLeftAloneStatus {
+                    name: node.name.clone(),
+                    reason: hold.code().to_string(),
+                    message: hold.describe(&node.name),
+                })
+                .collect();
             status.stale_ready_pods = plan
                 .stale
                 .iter()

@@ -50,6 +50,11 @@ pub enum NotEligible {
     /// Finalizers hold the pod: a force delete would not remove it. `names`: the ones that are
     /// not removable (or, when all are, the removable ones, not due yet).
     HeldByFinalizers { names: Vec<String> },
+    /// Its node is in maintenance (a node lifecycle condition; `nodeLifecycle.maintenance`).
+    InMaintenance { why: String },
+    /// Its node is shutting down gracefully; nothing before `until`
+    /// (`nodeLifecycle.gracefulShutdownGrace`).
+    ShuttingDown { until: Timestamp, why: String },
     /// `spec.paused`.
     Paused,
     /// Too many unhealthy nodes among the policy's own.
@@ -92,6 +97,8 @@ impl NotEligible {
             NotEligible::WithinDelay { .. } => "WithinDelay",
             NotEligible::StuckOnLiveNode { .. } => "StuckOnLiveNode",
             NotEligible::HeldByFinalizers { .. } => "HeldByFinalizers",
+            NotEligible::InMaintenance { .. } => "InMaintenance",
+            NotEligible::ShuttingDown { .. } => "ShuttingDown",
             NotEligible::Paused => "Paused",
             NotEligible::CircuitOpen { .. } => "CircuitOpen",
             NotEligible::ClusterStorm { .. } => "ClusterStorm",
@@ -159,6 +166,9 @@ impl fmt::Display for NotEligible {
                  listed in finalizers.removable are removed",
                 names.join(", ")
             ),
+            NotEligible::InMaintenance { why } | NotEligible::ShuttingDown { why, .. } => {
+                write!(f, "{why}")
+            }
             NotEligible::Paused => write!(f, "policy paused"),
             NotEligible::ZonePartitioned { zone, nodes } => write!(
                 f,

@@ -33,11 +33,6 @@ pub const NODE_ACTIONS_ANNOTATION: &str = "remediator.io/node-actions";
 /// Labels of control-plane nodes, which are never deleted.
 pub const CONTROL_PLANE_LABELS: [&str; 2] =
     ["node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master"];
-/// Label and annotation key prefixes of tools that remediate nodes themselves (Cluster API's
-/// MachineHealthCheck, Karpenter, medik8s' Node Healthcheck and remediators): node actions leave
-/// such nodes to them.
-pub const OTHER_REMEDIATORS: [&str; 4] =
-    ["cluster.x-k8s.io/", "karpenter.sh/", "remediation.medik8s.io/", "medik8s.io/"];
 /// The taint cloud providers put on nodes whose instance is shut down.
 pub const SHUTDOWN_TAINT: &str = "node.cloudprovider.kubernetes.io/shutdown";
 /// The most entries kept in `status.recentActions`.
@@ -124,8 +119,15 @@ pub struct RemediationPolicySpec {
     /// exclusion, circuit breaker, rate limit, DryRun) and a fresh read of the node right before
     /// the request. Once the node has been Ready for undoAfter, kube-remediator removes its own
     /// cordon and taint (recorded in the node's annotation remediator.io/node-actions), and never
-    /// an admin's. Nodes another tool manages (Cluster API, Karpenter, medik8s) are left to it.
+    /// an admin's. Nodes another tool manages (Cluster API, Karpenter, medik8s: a label or
+    /// annotation key under cluster.x-k8s.io/, karpenter.sh/, medik8s.io/ or
+    /// remediation.medik8s.io/) are left to it, said once per node and episode (a NodeLeftAlone
+    /// Event on the Node naming the tool, status.nodesLeftAlone, `plan`, `explain`).
     pub node_actions: NodeActionsSpec,
+
+    /// Kubernetes' node lifecycle conditions (1.37): a node in maintenance gets no action and
+    /// no pod release; a node in graceful shutdown is given its shutdown to finish first.
+    pub node_lifecycle: NodeLifecycleSpec,
 
     /// Pods stuck Terminating on a live node (field incident 3): diagnosed and reported; force
     /// deleted only with forceDeleteAfter.
@@ -155,6 +157,7 @@ impl Default for RemediationPolicySpec {
             stuck_terminating: StuckTerminatingSpec::default(),
             recreate_rollouts: RecreateRolloutsSpec::default(),
             node_actions: NodeActionsSpec::default(),
+            node_lifecycle: NodeLifecycleSpec::default(),
             live_node_stuck: LiveNodeStuckSpec::default(),
             finalizers: FinalizersSpec::default(),
             stale_readiness: StaleReadinessSpec::default(),
@@ -536,14 +539,20 @@ impl Default for RateLimitSpec {
 }
 
 mod live_node_rules;
+mod node_lifecycle;
 pub use live_node_rules::{
     FinalizersSpec, LiveNodeStuckSpec, StaleReadinessAction, StaleReadinessSpec,
+};
+pub use node_lifecycle::{
+    APPLIED_BY_US, GRACEFUL_SHUTDOWN_CONDITION, MAINTENANCE_CONDITIONS, MAINTENANCE_PLANNED,
+    MaintenanceHandling, NodeLifecycleSpec, OTHER_TOOLS, OUT_OF_SERVICE_APPLIED_BY, OtherTool,
 };
 
 mod status;
 pub use status::{
-    ActionKind, ActionResult, BlockedRolloutStatus, CircuitState, CircuitStatus, RecentAction,
-    RemediationPolicyStatus, StaleReadyPodStatus, StuckPodStatus,
+    ActionKind, ActionResult, BlockedRolloutStatus, CircuitState, CircuitStatus,
+    NodeLeftAloneStatus, RecentAction, RemediationPolicyStatus, StaleReadyPodStatus,
+    StuckPodStatus,
 };
 
 /// The CustomResourceDefinition as YAML, as applied by Helm and `kubectl apply`.
@@ -680,9 +689,10 @@ mod tests {
         }
         assert_eq!(
             yaml.matches("pattern: ^([0-9]+(ms|s|m|h))+$").count(),
-            14,
-            "14 duration fields: deadNode 2, the two delayAfterGrace, nodeActions 5, cooldown, \
-             liveNodeStuck 2, finalizers.removeAfter, staleReadiness.nodeReadyFor"
+            15,
+            "15 duration fields: deadNode 2, the two delayAfterGrace, nodeActions 5, cooldown, \
+             liveNodeStuck 2, finalizers.removeAfter, staleReadiness.nodeReadyFor, \
+             nodeLifecycle.gracefulShutdownGrace"
         );
     }
 

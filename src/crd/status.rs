@@ -58,6 +58,14 @@ pub struct RemediationPolicyStatus {
     #[schemars(length(max = 20))]
     pub stale_ready_pods: Vec<StaleReadyPodStatus>,
 
+    /// Nodes not Ready that this policy leaves alone, and why: InMaintenance (a node lifecycle
+    /// condition MaintenanceInProgress, DrainInProgress or Drained is True: no node action, no
+    /// pod release), ShuttingDown (GracefulNodeShutdownInProgress is True and
+    /// nodeLifecycle.gracefulShutdownGrace has not passed: nothing yet), LeftToAnotherTool
+    /// (Cluster API, Karpenter or medik8s manages it: no node action). At most 20.
+    #[schemars(length(max = 20))]
+    pub nodes_left_alone: Vec<NodeLeftAloneStatus>,
+
     /// Recreate Deployments and StatefulSets blocked by Terminating pods on this policy's
     /// nodes, at most 20.
     #[schemars(length(max = 20))]
@@ -116,6 +124,18 @@ pub struct StuckPodStatus {
     pub detail: String,
     /// When it became stuck: deletionTimestamp plus liveNodeStuck.delayAfterGrace.
     pub since: Time,
+}
+
+/// A node not Ready that the policy leaves alone.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeLeftAloneStatus {
+    pub name: String,
+    /// InMaintenance, ShuttingDown or LeftToAnotherTool.
+    pub reason: String,
+    /// What holds it (the condition, the grace's end, the tool and its marker) and what is not
+    /// done.
+    pub message: String,
 }
 
 /// A pod left Ready=False after a node blip.

@@ -240,6 +240,12 @@ impl ClusterState {
             Some(b) => b.observation.heartbeat_seen,
             None => None,
         };
+        // A graceful shutdown is timed from when we saw it begin, by our clock.
+        if view.control.lifecycle.shutting_down {
+            let earlier = before.filter(|b| b.control.lifecycle.shutting_down);
+            view.control.lifecycle.shutdown_seen =
+                earlier.and_then(|b| b.control.lifecycle.shutdown_seen).or(Some(now));
+        }
         if view.observation.readiness != Readiness::Ready {
             view.observation.not_ready_seen = match before {
                 Some(b) if was_ready == Some(false) => b.observation.not_ready_seen.or(Some(now)),
@@ -603,6 +609,34 @@ mod tests {
         let observed = s.observe(at(1000), Vec::new(), BTreeSet::new());
         let n = observed.nodes.iter().find(|n| n.observation.name == node).expect("node");
         (n.observation.lease_seen, n.observation.not_ready_seen)
+    }
+
+    #[test]
+    fn a_graceful_shutdown_is_timed_from_when_we_saw_it_begin() {
+        let mut s = synced(0, &[("n1", "True")]);
+        let shutting = |status: &str, transition: &str| -> Node {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "n1"},
+                "status": {"conditions": [
+                    {"type": "Ready", "status": "True", "lastTransitionTime": "2020-01-01T00:00:00Z"},
+                    {"type": "GracefulNodeShutdownInProgress", "status": status,
+                     "lastTransitionTime": transition}]}
+            }))
+            .expect("valid node")
+        };
+        let shutdown_seen = |s: &ClusterState| {
+            let observed = s.observe(at(1000), Vec::new(), BTreeSet::new());
+            observed.nodes[0].control.lifecycle.shutdown_seen
+        };
+        // The condition's lastTransitionTime (another clock) is not when we saw it.
+        s.apply_node(&shutting("True", "2020-01-01T00:00:00Z"), at(10));
+        assert_eq!(shutdown_seen(&s), Some(at(10)));
+        s.apply_node(&shutting("True", "2020-01-01T00:00:00Z"), at(20));
+        assert_eq!(shutdown_seen(&s), Some(at(10)), "kept while it lasts");
+        s.apply_node(&shutting("False", "2020-01-01T00:01:00Z"), at(30));
+        assert_eq!(shutdown_seen(&s), None);
+        s.apply_node(&shutting("True", "2020-01-01T00:02:00Z"), at(40));
+        assert_eq!(shutdown_seen(&s), Some(at(40)), "a new shutdown, timed anew");
     }
 
     #[test]

@@ -21,15 +21,22 @@
 //!    force delete or a finalizer removal, on the same node), the node the one planned.
 //! 4. [`Invariant::Fencing`]: a pod that needs fencing, and every Node deletion, has fencing
 //!    evidence from outside the operator in the fresh read (the cloud provider's shutdown
-//!    taint, an out-of-service taint that is not ours, the Node deleted by someone else), or
+//!    taint, an out-of-service taint that is not ours: neither our record nor its applied-by
+//!    annotation names us, the Node deleted by someone else), or
 //!    the policy's own acceptance (`assumeOffAfter` passed). Our own writes never count.
 //! 5. [`Invariant::UndoOnlyOurs`]: an undo removes a cordon only while our field manager alone
-//!    owns `spec.unschedulable`, and a taint only while it is the one our record names.
+//!    owns `spec.unschedulable`, and a taint only while it is the one our record names and its
+//!    applied-by annotation (`node.kubernetes.io/out-of-service-applied-by`) names us.
 //! 6. [`Invariant::RepairOnlyTheOutage`]: an eviction of a stale pod needs the outage we
 //!    watched, the pod turned not Ready within it, its node Ready for `nodeReadyFor` since, and
 //!    a fresh read of the pod still stale (every container, sidecar and gate satisfied).
 //! 7. [`Invariant::LiveNode`]: an action on a pod of a live node needs that node Ready in the
 //!    fresh read.
+//! 8. [`Invariant::NodeLifecycle`]: every write on a node or its pods needs the fresh read of the
+//!    node to show it not in maintenance (no MaintenanceInProgress, DrainInProgress or Drained
+//!    True, unless the policy ignores maintenance), and not shutting down gracefully
+//!    (GracefulNodeShutdownInProgress True) unless the action carries the instant we saw the
+//!    shutdown begin, `gracefulShutdownGrace` ago by our clock.
 //!
 //! A force delete is two requests: the pod's `DisruptionTarget` condition (and on a dead node
 //! the phase `Failed`) through its status, then the DELETE. The kernel admits the action once,
@@ -50,7 +57,7 @@ use crate::core::{
     Action, DeathEvidence, Evict, ForceDelete, FreshNode, LastLook, NodeAction, NodeActionKind,
     PodTarget, Readiness, RemoveFinalizers, ValidatedPolicy,
 };
-use crate::crd::{FIELD_MANAGER, Mode, OUT_OF_SERVICE_TAINT, SHUTDOWN_TAINT};
+use crate::crd::{APPLIED_BY_US, FIELD_MANAGER, Mode, OUT_OF_SERVICE_TAINT, SHUTDOWN_TAINT};
 
 /// Which invariant a write failed: the metric label and the Event's words.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, strum::IntoStaticStr, strum::EnumIter)]
@@ -62,6 +69,7 @@ pub enum Invariant {
     UndoOnlyOurs,
     RepairOnlyTheOutage,
     LiveNode,
+    NodeLifecycle,
 }
 
 impl Invariant {
@@ -107,6 +115,7 @@ fn refuse(invariant: Invariant, why: impl Into<String>) -> Result<(), Refusal> {
 /// Admits the write, or says which invariant it breaks.
 pub fn admit(write: &Write<'_>) -> Result<(), Refusal> {
     enforcing(write)?;
+    node_lifecycle(write)?;
     match write.action {
         Action::ForceDelete(fd) => force_delete(write, fd),
         Action::RemoveFinalizers(rf) => remove_finalizers(write, rf),
@@ -128,6 +137,36 @@ fn enforcing(write: &Write<'_>) -> Result<(), Refusal> {
         return refuse(Invariant::Enforcing, "the policy changed since the plan");
     }
     Ok(())
+}
+
+/// The fresh read of the node shows it neither in maintenance nor shutting down gracefully, or
+/// the action carries the instant we saw its shutdown begin, the grace ago. A Node gone from
+/// the fresh read has no conditions: the other invariants decide.
+fn node_lifecycle(write: &Write<'_>) -> Result<(), Refusal> {
+    let Some(node) = &write.look.node else { return Ok(()) };
+    let (lifecycle, settings) = (&node.control.lifecycle, write.policy.lifecycle);
+    if let Some(condition) = lifecycle.maintenance.filter(|_| settings.respect_maintenance) {
+        return refuse(
+            Invariant::NodeLifecycle,
+            format!("the node read fresh is in maintenance ({condition}=True)"),
+        );
+    }
+    if !lifecycle.shutting_down {
+        return Ok(());
+    }
+    match write.action.act().target().shutdown_seen() {
+        Some(seen) if write.now >= add(seen, settings.shutdown_grace) => Ok(()),
+        Some(_) => refuse(
+            Invariant::NodeLifecycle,
+            "the node read fresh is shutting down gracefully and gracefulShutdownGrace has not \
+             passed since we saw it begin",
+        ),
+        None => refuse(
+            Invariant::NodeLifecycle,
+            "the node read fresh is shutting down gracefully and the plan carried no instant \
+             when we saw it begin",
+        ),
+    }
 }
 
 /// The pod of the fresh read is the one planned: same UID, on its node, and (`terminating`)
@@ -209,10 +248,11 @@ fn fenced_from_outside(write: &Write<'_>, death: Option<&DeathEvidence>) -> Opti
     }
 }
 
-/// Whether the node's out-of-service taint is the one our record names (ours: no evidence).
-/// A record of ours with no matching taint time still counts as ours: never evidence for us.
+/// Whether the node's out-of-service taint may be ours (no evidence): our record names one, or
+/// its applied-by annotation names us. A record of ours with no matching taint time still
+/// counts as ours: never evidence for us.
 fn our_taint(node: &FreshNode) -> bool {
-    node.control.record.tainted.is_some()
+    node.control.taint_may_be_ours()
 }
 
 fn force_delete(write: &Write<'_>, fd: &ForceDelete) -> Result<(), Refusal> {
@@ -346,6 +386,14 @@ fn undo(write: &Write<'_>, node: &FreshNode) -> Result<(), Refusal> {
         return refuse(
             Invariant::UndoOnlyOurs,
             "the out-of-service taint is not the one our record names",
+        );
+    }
+    if changes.remove_taint
+        && node.control.out_of_service_applied_by.as_deref() != Some(APPLIED_BY_US)
+    {
+        return refuse(
+            Invariant::UndoOnlyOurs,
+            "the out-of-service taint's applied-by annotation does not name us",
         );
     }
     Ok(())

@@ -63,6 +63,7 @@ fn target(due: i64) -> PodTarget {
         owner: None,
         reason: String::new(),
         threshold: t(due),
+        shutdown_seen: None,
     }
 }
 
@@ -85,6 +86,7 @@ fn node_action(kind: NodeActionKind, death: Option<DeathEvidence>) -> Action {
             uid: "node-uid".into(),
             reason: String::new(),
             threshold: t(40),
+            shutdown_seen: None,
         },
         lease_renewed: Some(t(-5)),
         epoch: t(40),
@@ -116,6 +118,11 @@ fn force_deletes() {
     let mut ours = node(Readiness::Unknown, &[&format!("{OUT_OF_SERVICE_TAINT}:NoExecute")]);
     ours.control.record = NodeRecord { tainted: Some(t(30)), ..NodeRecord::default() };
     let theirs = node(Readiness::Unknown, &[&format!("{OUT_OF_SERVICE_TAINT}:NoExecute")]);
+    let applied_by = |who: &str| {
+        let mut n = node(Readiness::Unknown, &[&format!("{OUT_OF_SERVICE_TAINT}:NoExecute")]);
+        n.control.out_of_service_applied_by = Some(who.to_string());
+        Some(n)
+    };
     let sts = Some(FencingRequirement::StatefulSet);
     #[rustfmt::skip]
     type Row<'a> = (&'static str, Action, LastLook<'a>, i64, Result<(), Invariant>);
@@ -212,6 +219,20 @@ fn force_deletes() {
             Ok(()),
         ),
         (
+            "StatefulSet pod, a taint applied by us (no record of ours)",
+            force_delete(sts, Some(watched())),
+            look(Some(pod("pod-uid", true)), applied_by(APPLIED_BY_US), Some(-5)),
+            40,
+            Err(Fencing),
+        ),
+        (
+            "StatefulSet pod, a taint another tool applied",
+            force_delete(sts, Some(watched())),
+            look(Some(pod("pod-uid", true)), applied_by("pacemaker"), Some(-5)),
+            40,
+            Ok(()),
+        ),
+        (
             "StatefulSet pod, shutdown taint",
             force_delete(sts, Some(watched())),
             look(Some(pod("pod-uid", true)), shutdown(), Some(-5)),
@@ -294,9 +315,16 @@ fn undo_only_what_is_still_ours() {
     let ours = |managers: &[&str], added: Option<i64>| {
         let mut n = node(Readiness::Ready, &[]);
         n.control.record = NodeRecord { policy: None, cordoned: Some(t(10)), tainted: Some(t(20)) };
+        n.control.out_of_service_applied_by = Some(APPLIED_BY_US.into());
         n.cordon_managers = managers.iter().map(|m| m.to_string()).collect();
         n.out_of_service_added = added.map(t);
         LastLook { pod: None, node: Some(n), lease_renewed: None, policy: enforcing() }
+    };
+    let applied = |mut look: LastLook<'static>, by: Option<&str>| {
+        if let Some(n) = look.node.as_mut() {
+            n.control.out_of_service_applied_by = by.map(str::to_string);
+        }
+        look
     };
     let both = UndoChanges { uncordon: true, remove_taint: true };
     let cordon = UndoChanges { uncordon: true, remove_taint: false };
@@ -311,6 +339,8 @@ fn undo_only_what_is_still_ours() {
         ("a taint added at another time", ours(&[FIELD_MANAGER], Some(25)), taint, refused),
         ("no taint time", ours(&[FIELD_MANAGER], None), taint, refused),
         ("nothing to change", ours(&[], None), UndoChanges::default(), Ok(())),
+        ("a taint another tool applied since", applied(ours(&[FIELD_MANAGER], Some(20)), Some("pacemaker")), taint, refused),
+        ("a taint no one says applied", applied(ours(&[FIELD_MANAGER], Some(20)), None), taint, refused),
     ];
     for (case, look, changes, want) in table {
         assert_eq!(check(&undo, &p, &look, Some(changes), 100), want, "{case}");
@@ -394,4 +424,116 @@ fn same_second_needs_both() {
     assert!(!same_second(a, Some(t(11))));
     assert!(!same_second(None, None));
     assert!(!same_second(a, None));
+}
+
+#[test]
+fn no_write_on_a_node_in_maintenance_or_shutting_down() {
+    use Invariant::*;
+    let p = policy(|s| s.node_lifecycle.graceful_shutdown_grace = "30s".into());
+    let ignoring = policy(|s| {
+        s.node_lifecycle.maintenance = crate::crd::MaintenanceHandling::Ignore;
+        s.node_lifecycle.graceful_shutdown_grace = "30s".into();
+    });
+    let with = |f: &dyn Fn(&mut crate::core::Lifecycle)| {
+        let mut n = node(Readiness::Unknown, &[]);
+        f(&mut n.control.lifecycle);
+        LastLook {
+            pod: Some(pod("pod-uid", true)),
+            node: Some(n),
+            lease_renewed: Some(t(-5)),
+            policy: enforcing(),
+        }
+    };
+    let carried = |seen: Option<i64>, mut action: Action| {
+        match &mut action {
+            Action::ForceDelete(fd) => fd.pod.shutdown_seen = seen.map(t),
+            Action::Node(na) => na.node.shutdown_seen = seen.map(t),
+            _ => {}
+        }
+        action
+    };
+    let fd = || force_delete(None, Some(watched()));
+    let cordon = || node_action(NodeActionKind::Cordon, Some(watched()));
+    let maintenance = |c: &'static str| with(&move |l| l.maintenance = Some(c));
+    let planned = with(&|l| l.maintenance_planned = true);
+    let shutting_down = || with(&|l| l.shutting_down = true);
+    #[rustfmt::skip]
+    type Row<'a> = (&'static str, Action, &'a ValidatedPolicy, LastLook<'a>, i64, Result<(), Invariant>);
+    let table: Vec<Row<'_>> = vec![
+        ("no lifecycle condition", fd(), &p, with(&|_| {}), 40, Ok(())),
+        ("MaintenancePlanned alone holds nothing", fd(), &p, planned, 40, Ok(())),
+        (
+            "MaintenanceInProgress: no force delete",
+            fd(),
+            &p,
+            maintenance("MaintenanceInProgress"),
+            40,
+            Err(NodeLifecycle),
+        ),
+        (
+            "DrainInProgress: no cordon",
+            cordon(),
+            &p,
+            maintenance("DrainInProgress"),
+            40,
+            Err(NodeLifecycle),
+        ),
+        ("Drained: no force delete", fd(), &p, maintenance("Drained"), 40, Err(NodeLifecycle)),
+        (
+            "maintenance ignored by the policy",
+            fd(),
+            &ignoring,
+            maintenance("MaintenanceInProgress"),
+            40,
+            Ok(()),
+        ),
+        ("shutting down, no instant carried", fd(), &p, shutting_down(), 1000, Err(NodeLifecycle)),
+        (
+            "shutting down, grace not passed",
+            carried(Some(20), fd()),
+            &p,
+            shutting_down(),
+            49,
+            Err(NodeLifecycle),
+        ),
+        ("shutting down, grace passed", carried(Some(20), fd()), &p, shutting_down(), 50, Ok(())),
+        (
+            "a node action, grace not passed",
+            carried(Some(20), cordon()),
+            &p,
+            shutting_down(),
+            49,
+            Err(NodeLifecycle),
+        ),
+        (
+            "a node action, grace passed",
+            carried(Some(20), cordon()),
+            &p,
+            shutting_down(),
+            50,
+            Ok(()),
+        ),
+        (
+            "the policy ignoring maintenance still waits for a shutdown",
+            carried(Some(20), fd()),
+            &ignoring,
+            shutting_down(),
+            49,
+            Err(NodeLifecycle),
+        ),
+    ];
+    for (case, action, p, look, now, want) in table {
+        assert_eq!(check(&action, p, &look, None, now), want, "{case}");
+    }
+    // A Node gone from the fresh read has no conditions: the other invariants decide.
+    let gone = LastLook {
+        pod: Some(pod("pod-uid", true)),
+        node: None,
+        lease_renewed: None,
+        policy: enforcing(),
+    };
+    assert_eq!(
+        check(&force_delete(None, Some(crate::core::DeathEvidence::Deleted)), &p, &gone, None, 40),
+        Ok(())
+    );
 }

@@ -16,7 +16,7 @@ use crate::adapters::kubelet_warnings;
 use crate::core::action::kinds::event_reason;
 use crate::core::observed::WorkloadKind;
 use crate::core::rollouts::WorkloadRef;
-use crate::core::{FencingNotice, PodNotice};
+use crate::core::{FencingNotice, NODE_LEFT_ALONE, NodeNotice, PodNotice};
 use crate::crd::{ActionResult, RecentAction, RemediationPolicy};
 use crate::metrics::{ActionLabels, WriteKind};
 
@@ -246,5 +246,14 @@ impl Writer {
         }
         let pod = pod_reference(&notice.namespace, &notice.pod, &notice.uid);
         self.event(&pod, EventType::Warning, notice.reason, notice.cause, note).await;
+    }
+
+    /// A dead node left alone (in maintenance, shutting down, another tool's): a Normal Event on
+    /// it, reason `NodeLeftAlone`, naming what holds it. Once per node and episode.
+    pub(super) async fn node_notice_event(&self, policy: &str, notice: &NodeNotice) {
+        let note = format!("policy {policy}: {}", notice.note);
+        let node = reference("", &notice.node, &notice.uid);
+        self.event(&node, EventType::Normal, NODE_LEFT_ALONE, notice.code, note).await;
+        info!(policy, node = %notice.node, hold = notice.code, "dead node left alone");
     }
 }

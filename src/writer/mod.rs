@@ -20,7 +20,7 @@ use tracing::{info, warn};
 
 use crate::Result;
 use crate::core::{
-    Action, FencingNotice, LastLook, PodNotice, ValidatedPolicy, push_recent_actions,
+    Action, FencingNotice, LastLook, NodeNotice, PodNotice, ValidatedPolicy, push_recent_actions,
 };
 use crate::crd::{
     ActionKind, ActionResult, Mode, RecentAction, RemediationPolicy, RemediationPolicyStatus,
@@ -71,6 +71,9 @@ pub struct Commit<'a> {
     /// Pods newly stuck on a live node or left Ready=False, or with new evidence: an Event on
     /// each.
     pub pod_notices: Vec<PodNotice>,
+    /// Dead nodes newly left alone (in maintenance, shutting down, another tool's): an Event
+    /// on each.
+    pub node_notices: Vec<NodeNotice>,
     /// The desired status, before this reconcile's action records are added.
     pub status: RemediationPolicyStatus,
     /// Records of earlier actions to add first: ones whose status write failed (their Events
@@ -138,6 +141,7 @@ impl Writer {
             notices,
             fencing_notices,
             pod_notices,
+            node_notices,
             mut status,
             previous,
             carried,
@@ -162,6 +166,9 @@ impl Writer {
         }
         for notice in &pod_notices {
             self.pod_notice_event(&policy.name_any(), notice).await;
+        }
+        for notice in &node_notices {
+            self.node_notice_event(&policy.name_any(), notice).await;
         }
         let outcomes = match validated {
             Some(validated) if !actions.is_empty() => {
@@ -308,13 +315,20 @@ impl Writer {
         if let Err(skip) = action.recheck(look, policy.metadata.generation, &validated.fencing) {
             return Err((ActionResult::Skipped, Some(skip.to_string())));
         }
+        let now = crate::clock::now();
+        let shutdown_seen = action.act().target().shutdown_seen();
+        if let Err(skip) =
+            crate::core::lifecycle_still_allows(look, shutdown_seen, validated.lifecycle, now)
+        {
+            return Err((ActionResult::Skipped, Some(skip.to_string())));
+        }
         let write = crate::safety::Write {
             action,
             policy: validated,
             planned_generation: policy.metadata.generation,
             look,
             undo,
-            now: crate::clock::now(),
+            now,
         };
         let Err(refusal) = crate::safety::admit(&write) else { return Ok(Admitted(())) };
         let (namespace, name) = action.target();

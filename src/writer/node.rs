@@ -16,8 +16,8 @@ use crate::core::{
     Action, NodeAction, NodeActionKind, NodeRecord, UndoChanges, ValidatedPolicy, undo_changes,
 };
 use crate::crd::{
-    ActionResult, NODE_ACTIONS_ANNOTATION, OUT_OF_SERVICE_TAINT, OUT_OF_SERVICE_VALUE,
-    RemediationPolicy,
+    APPLIED_BY_US, ActionResult, NODE_ACTIONS_ANNOTATION, OUT_OF_SERVICE_APPLIED_BY,
+    OUT_OF_SERVICE_TAINT, OUT_OF_SERVICE_VALUE, RemediationPolicy,
 };
 use crate::metrics::WriteKind;
 
@@ -102,6 +102,8 @@ fn node_patch(
     let view = node_view(node);
     let mut record = NodeRecord { policy: Some(policy.name_any()), ..view.control.record.clone() };
     let taints = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+    // Who applied the taint: ours with the taint, gone with it; never another tool's.
+    let mut applied_by = None;
     let (spec, annotation) = match kind {
         NodeActionKind::Cordon => {
             record.cordoned = Some(now);
@@ -116,6 +118,7 @@ fn node_patch(
                 effect: "NoExecute".into(),
                 time_added: Some(Time(now)),
             });
+            applied_by = Some(json!(APPLIED_BY_US));
             (json!({ "taints": taints }), json!(node_record_json(&record)))
         }
         NodeActionKind::Undo | NodeActionKind::DeleteNode { .. } => {
@@ -126,14 +129,19 @@ fn node_patch(
             if undo.remove_taint {
                 let kept: Vec<&Taint> = taints.iter().filter(|t| !our_taint(t)).collect();
                 spec.insert("taints".into(), json!(kept));
+                applied_by = Some(serde_json::Value::Null);
             }
             (serde_json::Value::Object(spec), serde_json::Value::Null)
         }
     };
+    let mut annotations = json!({ NODE_ACTIONS_ANNOTATION: annotation });
+    if let Some(value) = applied_by {
+        annotations[OUT_OF_SERVICE_APPLIED_BY] = value;
+    }
     json!({
         "metadata": {
             "resourceVersion": node.metadata.resource_version,
-            "annotations": { NODE_ACTIONS_ANNOTATION: annotation },
+            "annotations": annotations,
         },
         "spec": spec,
     })
@@ -186,6 +194,8 @@ mod tests {
         assert_eq!(taints[1]["key"], OUT_OF_SERVICE_TAINT);
         assert_eq!(taints[1]["value"], OUT_OF_SERVICE_VALUE);
         assert_eq!(taints[1]["effect"], "NoExecute");
+        assert_eq!(taint["metadata"]["annotations"][OUT_OF_SERVICE_APPLIED_BY], APPLIED_BY_US);
+        assert!(cordon["metadata"]["annotations"].get(OUT_OF_SERVICE_APPLIED_BY).is_none());
 
         // Undo on a node we cordoned and tainted, both still ours (our field manager owns the
         // cordon, the taint is the one our record names): both come off, the admin's taint
@@ -205,7 +215,8 @@ mod tests {
         };
         let tainted = node(json!({
             "metadata": {"name": "n1", "uid": "u1", "resourceVersion": "9",
-                         "annotations": {NODE_ACTIONS_ANNOTATION: record},
+                         "annotations": {NODE_ACTIONS_ANNOTATION: record,
+                                         OUT_OF_SERVICE_APPLIED_BY: APPLIED_BY_US},
                          "managedFields": managed(FIELD_MANAGER)},
             "spec": {"unschedulable": true, "taints": [admin_taint, ours]}
         }));
@@ -218,6 +229,20 @@ mod tests {
         assert_eq!(undo["spec"]["unschedulable"], false);
         assert_eq!(undo["spec"]["taints"], json!([admin_taint]));
         assert!(undo["metadata"]["annotations"][NODE_ACTIONS_ANNOTATION].is_null());
+        let applied_by = undo["metadata"]["annotations"].get(OUT_OF_SERVICE_APPLIED_BY);
+        assert_eq!(applied_by, Some(&serde_json::Value::Null), "removed with the taint: {undo}");
+
+        // Another tool (OpenShift's Pacemaker) applied the taint since: never ours to remove,
+        // nor its annotation.
+        let mut pacemaker = tainted.clone();
+        if let Some(a) = pacemaker.metadata.annotations.as_mut() {
+            a.insert(OUT_OF_SERVICE_APPLIED_BY.into(), "pacemaker".into());
+        }
+        assert_eq!(changes(&pacemaker), UndoChanges { uncordon: true, remove_taint: false });
+        let undo =
+            node_patch(NodeActionKind::Undo, &pacemaker, &policy(), changes(&pacemaker), now);
+        assert!(undo["spec"].get("taints").is_none(), "{undo}");
+        assert!(undo["metadata"]["annotations"].get(OUT_OF_SERVICE_APPLIED_BY).is_none());
 
         // An admin uncordoned it and cordoned it again (their manager owns the field now), and
         // re-added the taint at another time: neither is ours any more; only the record goes.

@@ -83,7 +83,7 @@ impl Act for ForceDelete {
                 if node.excluded {
                     return Err(Skip::NodeExcluded);
                 }
-                let fencing = own_taint_aside(fencing, &node.control.record);
+                let fencing = own_taint_aside(fencing, &node.control);
                 fencing_evidence(&node.observation, &fencing, false)
             }
             None => fencing_evidence(
@@ -227,6 +227,7 @@ mod tests {
             owner: None,
             reason: String::new(),
             threshold: now(),
+            shutdown_seen: None,
         };
         let dead = ForceDelete {
             pod: target,
@@ -290,6 +291,7 @@ mod tests {
                 owner: None,
                 reason: String::new(),
                 threshold: now(),
+                shutdown_seen: None,
             },
             blocks_rollout: None,
             lease_renewed: renewed,

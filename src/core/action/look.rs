@@ -5,8 +5,10 @@ use jiff::Timestamp;
 
 use super::PodTarget;
 use super::skip::{PolicySkip, Skip};
+use crate::core::duration::add;
 use crate::core::observed::{NodeControl, NodeObservation};
-use crate::crd::{FIELD_MANAGER, Mode};
+use crate::core::policy::NodeLifecycle;
+use crate::crd::{APPLIED_BY_US, FIELD_MANAGER, Mode};
 
 /// What a fresh read of a pod says, just before it is force-deleted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,8 +49,9 @@ pub struct UndoChanges {
 
 /// What an undo may change on the node as freshly read: our cordon while our field manager
 /// alone owns `spec.unschedulable` (an admin who uncordoned and cordoned again owns it now),
-/// our taint while it is the one our record names (same `timeAdded`). The rest was changed by
-/// someone else since, and is theirs.
+/// our taint while it is the one our record names (same `timeAdded`) and its applied-by
+/// annotation names us (`node.kubernetes.io/out-of-service-applied-by: kube-remediator`). The
+/// rest was changed by someone else since, and is theirs.
 pub fn undo_changes(node: &FreshNode) -> UndoChanges {
     let record = &node.control.record;
     let managers = &node.cordon_managers;
@@ -58,7 +61,8 @@ pub fn undo_changes(node: &FreshNode) -> UndoChanges {
             && !managers.is_empty()
             && managers.iter().all(|m| m == FIELD_MANAGER),
         remove_taint: record.tainted.is_some()
-            && same_second(record.tainted, node.out_of_service_added),
+            && same_second(record.tainted, node.out_of_service_added)
+            && node.control.out_of_service_applied_by.as_deref() == Some(APPLIED_BY_US),
     }
 }
 
@@ -104,6 +108,27 @@ pub fn policy_still_enforces(
     }
     if policy.generation != planned_generation {
         return Err(PolicySkip::Changed);
+    }
+    Ok(())
+}
+
+/// The node of the last look neither in maintenance (unless the policy ignores it) nor in a
+/// graceful shutdown whose grace has not passed since `shutdown_seen` (the instant the plan saw
+/// it begin, by our clock): a node that entered either since the plan is left alone.
+pub fn lifecycle_still_allows(
+    look: &LastLook<'_>,
+    shutdown_seen: Option<Timestamp>,
+    settings: NodeLifecycle,
+    now: Timestamp,
+) -> Result<(), Skip> {
+    let Some(node) = &look.node else { return Ok(()) };
+    let lifecycle = &node.control.lifecycle;
+    if let Some(condition) = lifecycle.maintenance.filter(|_| settings.respect_maintenance) {
+        return Err(Skip::NodeInMaintenance(condition));
+    }
+    let grace_passed = shutdown_seen.is_some_and(|seen| now >= add(seen, settings.shutdown_grace));
+    if lifecycle.shutting_down && !grace_passed {
+        return Err(Skip::NodeShuttingDown);
     }
     Ok(())
 }

@@ -27,8 +27,8 @@ pub use force_delete::{
 };
 pub use kinds::{KindSpec, PodResolution, event_reason};
 pub use look::{
-    FreshNode, FreshPod, FreshPolicy, LastLook, UndoChanges, policy_still_enforces, same_pod,
-    same_second, undo_changes,
+    FreshNode, FreshPod, FreshPolicy, LastLook, UndoChanges, lifecycle_still_allows,
+    policy_still_enforces, same_pod, same_second, undo_changes,
 };
 pub use node::{NodeAction, NodeActionKind, node_acted_key};
 pub use remove_finalizers::{RemoveFinalizers, removal_acted_key};
@@ -48,6 +48,9 @@ pub struct PodTarget {
     /// The instant the action became due; rate limiting may act later. Latency is measured
     /// from here, and candidates spend the guards oldest threshold first.
     pub threshold: Timestamp,
+    /// When the operator saw its node's graceful shutdown begin, by its clock, if it did: the
+    /// safety kernel admits no write on a node shutting down before its grace has passed.
+    pub shutdown_seen: Option<Timestamp>,
 }
 
 /// The node a node action is about, and why and since when it is due.
@@ -59,6 +62,9 @@ pub struct NodeTarget {
     pub reason: String,
     /// The instant it became due.
     pub threshold: Timestamp,
+    /// When the operator saw the node's graceful shutdown begin, by its clock (see
+    /// [`PodTarget::shutdown_seen`]).
+    pub shutdown_seen: Option<Timestamp>,
 }
 
 /// What an action is about: a pod or a node.
@@ -119,6 +125,14 @@ impl<'a> Target<'a> {
         match self {
             Target::Pod(p) => p.threshold,
             Target::Node(n) => n.threshold,
+        }
+    }
+
+    /// When the operator saw the node's graceful shutdown begin, if it did.
+    pub fn shutdown_seen(self) -> Option<Timestamp> {
+        match self {
+            Target::Pod(p) => p.shutdown_seen,
+            Target::Node(n) => n.shutdown_seen,
         }
     }
 }

@@ -97,8 +97,8 @@ impl Act for NodeAction {
         if node.excluded {
             return Err(Skip::NodeExcluded);
         }
-        if let Some(marker) = &node.control.managed_by {
-            return Err(Skip::ManagedByAnotherTool(marker.clone()));
+        if let Some(by) = &node.control.managed_by {
+            return Err(Skip::ManagedByAnotherTool(by.to_string()));
         }
         match self.kind {
             NodeActionKind::Cordon if obs.unschedulable => Err(Skip::AlreadyCordoned),

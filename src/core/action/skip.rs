@@ -50,6 +50,10 @@ pub enum Skip {
     AlreadyTainted,
     ShutdownTaintGone,
     ControlPlaneNode,
+    /// The node read fresh is in maintenance (the condition named).
+    NodeInMaintenance(&'static str),
+    /// The node read fresh is shutting down gracefully, its grace not passed.
+    NodeShuttingDown,
 }
 
 /// Why the fresh policy does not stand behind the plan; `verb` says what did not happen.
@@ -141,6 +145,12 @@ impl fmt::Display for Skip {
             Skip::AlreadyTainted => "already tainted out-of-service",
             Skip::ShutdownTaintGone => "the shutdown taint it relied on is gone; not tainted",
             Skip::ControlPlaneNode => "a control-plane node is never deleted",
+            Skip::NodeInMaintenance(condition) => {
+                return write!(f, "the node is in maintenance ({condition}=True); left alone");
+            }
+            Skip::NodeShuttingDown => {
+                "the node is shutting down gracefully and its grace has not passed; left alone"
+            }
         };
         f.write_str(text)
     }

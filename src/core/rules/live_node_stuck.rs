@@ -124,6 +124,8 @@ mod tests {
             lease_renewed: None,
             held_alive: None,
             death: None,
+            hold: None,
+            shutdown_seen: None,
         }
     }
 

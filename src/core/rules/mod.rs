@@ -85,6 +85,7 @@ pub fn release_terminating_pods(
             owner: pod.owner_key(),
             reason,
             threshold,
+            shutdown_seen: node.shutdown_seen,
         };
         let action = match gate {
             Gate::Blocked(reason, deadline) => {

@@ -84,6 +84,7 @@ fn on_dead_node(
                 uid: control.uid.clone(),
                 reason: format!("{why}; node {} {}", obs.name, summary.why),
                 threshold: at,
+                shutdown_seen: summary.shutdown_seen,
             },
             lease_renewed: summary.lease_renewed,
             epoch: dead_at,
@@ -176,6 +177,7 @@ fn undo(
                 format_duration(policy.node_actions.undo_after)
             ),
             threshold: at,
+            shutdown_seen: control.lifecycle.shutdown_seen,
         },
         lease_renewed: view.observation.lease_renewed,
         epoch: ready_since,
@@ -382,7 +384,12 @@ mod tests {
             },
             Row {
                 case: "another tool manages it",
-                node: with(&|n| n.control.managed_by = Some("cluster.x-k8s.io/machine".into())),
+                node: with(&|n| {
+                    n.control.managed_by = Some(crate::core::observed::ManagedBy {
+                        tool: "Cluster API",
+                        marker: "cluster.x-k8s.io/machine".into(),
+                    })
+                }),
                 assume_off: true,
                 at: 100,
                 want: (vec![], None),

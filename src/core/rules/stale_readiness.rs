@@ -120,6 +120,7 @@ pub fn stale_pods(
                         owner: pod.owner_key(),
                         reason: why.clone(),
                         threshold: due,
+                        shutdown_seen: node.shutdown_seen,
                     },
                     outage,
                     stale_seen: pod.stale_seen.unwrap_or(outage.from),
@@ -165,6 +166,8 @@ mod tests {
             lease_renewed: None,
             held_alive: None,
             death: None,
+            hold: None,
+            shutdown_seen: None,
         }
     }
 

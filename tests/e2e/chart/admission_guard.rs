@@ -22,7 +22,9 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube_remediator::crd::{EXCLUDE_ANNOTATION, SHUTDOWN_TAINT};
+use kube_remediator::crd::{
+    APPLIED_BY_US, EXCLUDE_ANNOTATION, OUT_OF_SERVICE_APPLIED_BY, SHUTDOWN_TAINT,
+};
 use serde_json::json;
 
 use super::install::{client_for, write_impersonating_kubeconfig};
@@ -187,6 +189,26 @@ async fn guard(env: &TestEnv) -> Result<()> {
         by_guard(
             &guard,
             pods.patch("running", &PatchParams::default(), &Patch::<()>::Json(unhold)).await,
+        ),
+    );
+    // Another tool's provenance of an out-of-service taint is never ours to change: the admin
+    // (as Pacemaker would) marks the spare's taint as applied by pacemaker.
+    let admin_nodes: Api<Node> = Api::all(env.client.clone());
+    let pacemaker =
+        json!({ "metadata": { "annotations": { OUT_OF_SERVICE_APPLIED_BY: "pacemaker" } } });
+    admin_nodes.patch(&spare, &PatchParams::default(), &Patch::Merge(&pacemaker)).await?;
+    let ours =
+        json!({ "metadata": { "annotations": { OUT_OF_SERVICE_APPLIED_BY: APPLIED_BY_US } } });
+    check(
+        "another tool's applied-by overwritten with ours",
+        by_guard(&guard, nodes.patch(&spare, &PatchParams::default(), &Patch::Merge(&ours)).await),
+    );
+    let removed = json!({ "metadata": { "annotations": { OUT_OF_SERVICE_APPLIED_BY: null } } });
+    check(
+        "another tool's applied-by removed",
+        by_guard(
+            &guard,
+            nodes.patch(&spare, &PatchParams::default(), &Patch::Merge(&removed)).await,
         ),
     );
     check(
