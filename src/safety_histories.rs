@@ -6,7 +6,8 @@
 //! node lifecycle controller marking silent nodes Unknown, PodGC deleting the pods of deleted
 //! Nodes, Ready flips, Lease deletion and re-creation, etcd stalls, operator watches that lag,
 //! hang or fail and relist, operator restarts, admin cordons and taints (the cloud's shutdown
-//! taint, someone else's out-of-service taint), Nodes deleted by someone else and re-created
+//! taint, someone else's out-of-service taint), node lifecycle conditions set and cleared
+//! (maintenance, graceful shutdown), Nodes deleted by someone else and re-created
 //! under a new UID, zones going out together or one by one, pods turning Terminating. The
 //! world's objects feed the real [`ClusterState`] through its watch entry points; at every step
 //! and at every deadline a plan asks for, the real `plan` decides under an Enforce policy,
@@ -25,7 +26,11 @@
 //!    `assumeOffAfter` passed since its death;
 //! 4. a pod that needs fencing released only with fencing from outside the operator;
 //! 5. the kernel admits every action the planner proposes while the operator's view is the
-//!    world's (a refusal then is a defect of one of them), and whatever it admits meets 1-4;
+//!    world's (a refusal then is a defect of one of them), and whatever it admits meets 1-4
+//!    and 6;
+//! 6. no write on a node whose maintenance condition (MaintenanceInProgress) is True, nor on
+//!    one whose GracefulNodeShutdownInProgress is True before `gracefulShutdownGrace` has
+//!    passed since it turned True (the operator can only see it later, never earlier);
 //!
 //! plus: a live-node release needs a Ready node; an undo removes only our own cordon and
 //! taint. Two pure pieces get their own properties: the [`EvidenceWindow`] never trusts
@@ -70,8 +75,9 @@ use crate::core::{
     plan, validate,
 };
 use crate::crd::{
-    FIELD_MANAGER, FencingRequirement, Mode, NODE_ACTIONS_ANNOTATION, OUT_OF_SERVICE_TAINT,
-    OUT_OF_SERVICE_VALUE, RemediationPolicy, RemediationPolicySpec, SHUTDOWN_TAINT,
+    APPLIED_BY_US, FIELD_MANAGER, FencingRequirement, GRACEFUL_SHUTDOWN_CONDITION, Mode,
+    NODE_ACTIONS_ANNOTATION, OUT_OF_SERVICE_APPLIED_BY, OUT_OF_SERVICE_TAINT, OUT_OF_SERVICE_VALUE,
+    RemediationPolicy, RemediationPolicySpec, SHUTDOWN_TAINT,
 };
 use crate::index::state::{ClusterState, WatchedKind};
 use crate::safety::{UndoChanges, Write, admit};
@@ -212,6 +218,9 @@ pub enum Event {
     Cordon { node: u8, on: bool },
     /// Someone adds (overwrites) or removes a taint.
     Taint { node: u8, kind: TaintKind, on: bool },
+    /// Someone sets (`on`) or clears a node lifecycle condition: MaintenanceInProgress
+    /// (`shutdown` false) or GracefulNodeShutdownInProgress.
+    Lifecycle { node: u8, shutdown: bool, on: bool },
     /// Someone else deletes the Node (its Lease goes with it, as the garbage collector does).
     DeleteNode { node: u8 },
     /// A Node of that name is created again (deleting the current one first) with a new UID.
@@ -322,6 +331,8 @@ fn event() -> impl Strategy<Value = Event> {
         2 => (n(), any::<bool>()).prop_map(|(node, on)| Event::Cordon { node, on }),
         4 => (n(), taint, prop::bool::weighted(0.7))
             .prop_map(|(node, kind, on)| Event::Taint { node, kind, on }),
+        2 => (n(), any::<bool>(), prop::bool::weighted(0.6))
+            .prop_map(|(node, shutdown, on)| Event::Lifecycle { node, shutdown, on }),
         1 => n().prop_map(|node| Event::DeleteNode { node }),
         1 => (n(), cond()).prop_map(|(node, status)| Event::RecreateNode { node, status }),
         1 => (0u8..3).prop_map(|zone| Event::ZoneOut { zone }),
@@ -462,6 +473,10 @@ struct WNode {
     cordon_manager: Option<String>,
     taints: Vec<WTaint>,
     record: NodeRecord,
+    /// MaintenanceInProgress is True.
+    maintenance: bool,
+    /// Since when GracefulNodeShutdownInProgress is True, if it is.
+    shutting_down_since: Option<u64>,
     /// Who deleted the last Node of this name.
     deleted_by: Option<Actor>,
 }
@@ -512,6 +527,8 @@ impl World {
                 cordon_manager: None,
                 taints: Vec::new(),
                 record: NodeRecord::default(),
+                maintenance: false,
+                shutting_down_since: None,
                 deleted_by: None,
             })
             .collect();
@@ -575,9 +592,33 @@ impl World {
                 }
             })
             .collect();
-        let annotations = (n.record != NodeRecord::default()).then(|| {
-            BTreeMap::from([(NODE_ACTIONS_ANNOTATION.into(), node_record_json(&n.record))])
-        });
+        let mut annotations = BTreeMap::new();
+        if n.record != NodeRecord::default() {
+            annotations.insert(NODE_ACTIONS_ANNOTATION.into(), node_record_json(&n.record));
+        }
+        // Our taint says so (the writer sets the annotation with it).
+        if n.taints.iter().any(|t| t.kind == TaintKind::OutOfService && t.by == Actor::Us) {
+            annotations.insert(OUT_OF_SERVICE_APPLIED_BY.into(), APPLIED_BY_US.into());
+        }
+        let annotations = (!annotations.is_empty()).then_some(annotations);
+        let condition = |type_: &str, since: u64| corev1::NodeCondition {
+            type_: type_.into(),
+            status: "True".into(),
+            last_transition_time: Some(Time(ts(since))),
+            ..corev1::NodeCondition::default()
+        };
+        let mut conditions = vec![corev1::NodeCondition {
+            type_: "Ready".into(),
+            status: status.into(),
+            last_transition_time: Some(Time(ts(n.ready_changed_ms))),
+            ..corev1::NodeCondition::default()
+        }];
+        if n.maintenance {
+            conditions.push(condition("MaintenanceInProgress", 0));
+        }
+        if let Some(since) = n.shutting_down_since {
+            conditions.push(condition(GRACEFUL_SHUTDOWN_CONDITION, since));
+        }
         let managed_fields = n.cordon_manager.as_ref().map(|m| {
             vec![ManagedFieldsEntry {
                 manager: Some(m.clone()),
@@ -600,12 +641,7 @@ impl World {
                 ..corev1::NodeSpec::default()
             }),
             status: Some(corev1::NodeStatus {
-                conditions: Some(vec![corev1::NodeCondition {
-                    type_: "Ready".into(),
-                    status: status.into(),
-                    last_transition_time: Some(Time(ts(n.ready_changed_ms))),
-                    ..corev1::NodeCondition::default()
-                }]),
+                conditions: Some(conditions),
                 ..corev1::NodeStatus::default()
             }),
         })
@@ -1243,6 +1279,18 @@ impl Run {
                 }
             }
             Event::Taint { node, kind, on } => self.taint_by_someone(self.node_of(node), kind, on),
+            Event::Lifecycle { node, shutdown, on } => {
+                let (i, now) = (self.node_of(node), self.now);
+                let n = &mut self.world.nodes[i];
+                if n.exists {
+                    if shutdown {
+                        n.shutting_down_since = on.then(|| n.shutting_down_since.unwrap_or(now));
+                    } else {
+                        n.maintenance = on;
+                    }
+                    self.deliver_node(i);
+                }
+            }
             Event::DeleteNode { node } => self.delete_node(self.node_of(node), Actor::SomeoneElse),
             Event::RecreateNode { node, status } => {
                 let i = self.node_of(node);
@@ -1258,6 +1306,8 @@ impl Run {
                 n.cordon_manager = None;
                 n.taints.clear();
                 n.record = NodeRecord::default();
+                n.maintenance = false;
+                n.shutting_down_since = None;
                 self.deliver_node(i);
             }
             Event::ZoneOut { zone } => {
@@ -1458,6 +1508,16 @@ impl Run {
             return fail("an action admitted on a node the world never had");
         };
         let node = &self.world.nodes[i];
+        if node.exists && node.maintenance {
+            return fail("property 6: a write admitted on a node in maintenance");
+        }
+        let grace = u64::try_from(self.policy.lifecycle.shutdown_grace.as_millis()).unwrap_or(0);
+        if node.exists && node.shutting_down_since.is_some_and(|since| self.now < since + grace) {
+            return fail(
+                "property 6: a write admitted on a node shutting down gracefully before \
+                 gracefulShutdownGrace passed since it began",
+            );
+        }
         let on_dead_node = match action {
             Action::ForceDelete(fd) => !fd.live_node,
             Action::Node(na) => na.kind != NodeActionKind::Undo,

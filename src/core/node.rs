@@ -129,12 +129,16 @@ impl NodeHold {
     pub fn describe(&self, node: &str) -> String {
         match self {
             NodeHold::InMaintenance { condition } => format!(
-                "node {node} is in maintenance ({condition}=True): no node action and no pod                  release while it is (nodeLifecycle.maintenance: Respect)"
+                "node {node} is in maintenance ({condition}=True): no node action and no pod \
+                 release while it is (nodeLifecycle.maintenance: Respect)"
             ),
             NodeHold::ShuttingDown { seen, until, stamp } => {
                 let since = if *stamp { " (by its lastTransitionTime)" } else { "" };
                 format!(
-                    "node {node} is shutting down gracefully (GracefulNodeShutdownInProgress=True                      since {seen}{since}): its kubelet terminates its pods; no node action and                      no pod release before its grace ends at {until}                      (nodeLifecycle.gracefulShutdownGrace)"
+                    "node {node} is shutting down gracefully (GracefulNodeShutdownInProgress=True \
+                     since {seen}{since}): its kubelet terminates its pods; no node action and \
+                     no pod release before its grace ends at {until} \
+                     (nodeLifecycle.gracefulShutdownGrace)"
                 )
             }
             NodeHold::LeftToAnotherTool(by) => format!(

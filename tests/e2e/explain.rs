@@ -24,7 +24,7 @@ const FINALIZER: &str = "example.com/hold";
 
 /// The binary linked as `kubectl-remediator` in a directory of this test's own, as `kubectl`
 /// finds plugins on the PATH.
-fn plugin(env: &TestEnv) -> Result<PathBuf> {
+pub(crate) fn plugin(env: &TestEnv) -> Result<PathBuf> {
     let dir = std::env::temp_dir().join(format!("kube-remediator-{}", env.name));
     std::fs::create_dir_all(&dir)?;
     let link = dir.join("kubectl-remediator");
@@ -34,7 +34,11 @@ fn plugin(env: &TestEnv) -> Result<PathBuf> {
 }
 
 /// Runs the plugin with `args` and the admin kubeconfig; (exit success, stdout, stderr).
-async fn run(plugin: &Path, kubeconfig: &Path, args: &[&str]) -> Result<(bool, String, String)> {
+pub(crate) async fn run(
+    plugin: &Path,
+    kubeconfig: &Path,
+    args: &[&str],
+) -> Result<(bool, String, String)> {
     let mut cmd = Command::new(plugin);
     cmd.args(args).arg("--kubeconfig").arg(kubeconfig);
     let out = tokio::task::spawn_blocking(move || cmd.output()).await??;

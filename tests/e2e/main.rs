@@ -18,6 +18,7 @@ mod leader;
 mod live_node;
 mod network;
 mod node_actions;
+mod node_lifecycle;
 mod operator_errors;
 mod policy_validation;
 mod refused;
@@ -69,6 +70,7 @@ fn main() {
         storm::trials(),
         node_actions::trials(),
         disruption::trials(),
+        node_lifecycle::trials(),
         control_plane::trials(),
         policy_validation::trials(),
         stuck_terminating::trials(),

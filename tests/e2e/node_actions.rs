@@ -45,20 +45,20 @@ pub fn trials() -> Vec<Trial> {
     ]
 }
 
-const NOT_READY_FOR: i64 = 10;
+pub(crate) const NOT_READY_FOR: i64 = 10;
 /// The documented minimum.
-const LEASE_STALE_FOR: i64 = 40;
+pub(crate) const LEASE_STALE_FOR: i64 = 40;
 /// How much earlier than our reading of the objects the operator's own clock may date a death
 /// (the Ready condition's `lastTransitionTime` has whole seconds), and audit timestamps' rounding.
-const TOLERANCE: SignedDuration = SignedDuration::from_secs(1);
+pub(crate) const TOLERANCE: SignedDuration = SignedDuration::from_secs(1);
 /// How long after its threshold an action may come at the latest: the operator requeues at the
 /// exact instant; this covers a loaded 2-core machine.
-const ACT_WITHIN: Duration = Duration::from_secs(15);
+pub(crate) const ACT_WITHIN: Duration = Duration::from_secs(15);
 /// The skewed kubelet's clock runs 5 minutes behind ours.
 const SKEW: SignedDuration = SignedDuration::from_secs(-300);
 
-const OUT_OF_SERVICE: &str = "node.kubernetes.io/out-of-service";
-const SHUTDOWN: &str = "node.cloudprovider.kubernetes.io/shutdown";
+pub(crate) const OUT_OF_SERVICE: &str = "node.kubernetes.io/out-of-service";
+pub(crate) const SHUTDOWN: &str = "node.cloudprovider.kubernetes.io/shutdown";
 /// A taint of the admin's own.
 const MAINTENANCE: &str = "example.com/maintenance";
 /// The operator's record of what it did to a node.
@@ -83,7 +83,7 @@ fn node_of(pod: &Pod) -> Option<&str> {
     pod.spec.as_ref().and_then(|s| s.node_name.as_deref())
 }
 
-fn cordoned(node: &Node) -> bool {
+pub(crate) fn cordoned(node: &Node) -> bool {
     node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false)
 }
 
@@ -121,7 +121,7 @@ fn check_record(env: &TestEnv, node: &Node, keys: &[&str]) -> Result<Value> {
 }
 
 /// The operator of this test, alone (no leader election), ready.
-async fn start_operator(cluster: &Cluster, env: &TestEnv) -> Result<Operator> {
+pub(crate) async fn start_operator(cluster: &Cluster, env: &TestEnv) -> Result<Operator> {
     Operator::start_replica(cluster, env, "", &["--leader-elect=false"]).await
 }
 
@@ -160,7 +160,7 @@ async fn dead_instant_with(env: &TestEnv, node: &str, not_ready_for: i64) -> Res
 }
 
 /// Waits until the node satisfies `check`; returns it and the instant it was seen so.
-async fn wait_node(
+pub(crate) async fn wait_node(
     env: &TestEnv,
     node: &str,
     what: &str,
