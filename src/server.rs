@@ -156,7 +156,7 @@ impl ServerFeatures {
                 feature: "node lifecycle conditions",
                 state: gated(self.minor, 37),
                 note: "MaintenanceInProgress and friends (alpha, gate NodeLifecycleConditions); \
-                       the operator does not read them yet"
+                       a node in maintenance or shutting down is left alone (nodeLifecycle)"
                     .into(),
             },
             FeatureLine {
