@@ -2,8 +2,9 @@
 //! example policies stay well-formed (their validity is checked by the core's own tests).
 //!
 //! The CRD YAML is committed twice (`deploy/crd.yaml` for `kubectl apply`, and the Helm chart's
-//! `crds/` folder), and both must be exactly [`crd_yaml`]. When the types change these tests
-//! fail; regenerate with
+//! `crds/` folder), and both must be exactly [`crd_yaml`]; the manual's field reference
+//! (`docs/src/reference/crd.md`) must be exactly [`crd_reference_markdown`], generated from the
+//! same CRD. When the types change these tests fail; regenerate with
 //!
 //! ```sh
 //! UPDATE_GENERATED=1 cargo test --lib crd::drift_check
@@ -13,11 +14,15 @@
 
 use std::path::{Path, PathBuf};
 
+use super::reference::crd_reference_markdown;
 use super::{RemediationPolicy, crd_yaml};
 
 /// Every file that must be exactly [`crd_yaml`], relative to the repository root.
 const CRD_FILES: [&str; 2] =
     ["deploy/crd.yaml", "charts/kube-remediator/crds/remediationpolicies.remediator.io.yaml"];
+
+/// The manual's page of every CRD field, generated from the CRD by [`crd_reference_markdown`].
+const REFERENCE_PAGE: &str = "docs/src/reference/crd.md";
 
 /// The example policies under `deploy/examples/`, each of which must be a valid policy.
 pub const EXAMPLES: [&str; 2] =
@@ -59,7 +64,7 @@ fn check_or_update(path: &Path, want: &str, update: bool) -> Option<String> {
                 .position(|(a, b)| a != b)
                 .unwrap_or_else(|| current.lines().count().min(want.lines().count()));
             format!(
-                "{shown} differs from crd_yaml() from line {} on (has {:?}, want {:?})",
+                "{shown} differs from what the CRD generates from line {} on (has {:?}, want {:?})",
                 line + 1,
                 current.lines().nth(line).unwrap_or("<end of file>"),
                 want.lines().nth(line).unwrap_or("<end of file>"),
@@ -82,6 +87,18 @@ fn crd_files_match_the_types() {
         "the generated CRD files are out of date with src/crd/mod.rs:\n  {}\n\
          Regenerate them with `{REGENERATE}` and commit the result.",
         problems.join("\n  ")
+    );
+}
+
+#[test]
+fn crd_reference_page_matches_the_crd() {
+    let want = crd_reference_markdown();
+    let problem = check_or_update(&repo_root().join(REFERENCE_PAGE), &want, updating());
+    assert!(
+        problem.is_none(),
+        "the manual's CRD reference is out of date with src/crd/mod.rs:\n  {}\n\
+         Regenerate it with `{REGENERATE}` and commit the result.",
+        problem.unwrap_or_default()
     );
 }
 

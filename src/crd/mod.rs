@@ -563,6 +563,8 @@ pub fn crd_yaml() -> String {
 
 #[cfg(test)]
 pub mod drift_check;
+#[cfg(test)]
+mod reference;
 
 #[cfg(test)]
 mod tests {
