@@ -145,7 +145,16 @@ fn kube_error_is_transient(e: &kube::Error) -> bool {
 
 /// What kind of operation failed: the metrics label and the Event reason of an error.
 #[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Hash, strum::IntoStaticStr, strum::Display, EncodeLabelValue,
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::EnumIter,
+    EncodeLabelValue,
 )]
 pub enum ErrorCategory {
     Config,

@@ -192,6 +192,11 @@ impl Metrics {
         for invariant in <Invariant as strum::IntoEnumIterator>::iter() {
             drop(m.safety_refusals.get_or_create(&InvariantLabels { invariant: Label(invariant) }));
         }
+        // Likewise every error category's: the dashboard's error rate reads 0, not "No data",
+        // until the first error.
+        for category in <ErrorCategory as strum::IntoEnumIterator>::iter() {
+            drop(m.reconcile_errors.get_or_create(&ErrorLabels { category }));
+        }
         Metrics { registry: m.register(), ..m }
     }
 
@@ -421,6 +426,18 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("# EOF"), "{text}");
+    }
+
+    #[test]
+    fn bounded_counters_exist_at_zero_from_the_start() {
+        let text = Metrics::new().encode();
+        for series in [
+            r#"kube_remediator_reconcile_errors_total{category="ApiRead"} 0"#,
+            r#"kube_remediator_reconcile_errors_total{category="Timeout"} 0"#,
+            r#"kube_remediator_safety_refusals_total{invariant="Enforcing"} 0"#,
+        ] {
+            assert!(text.contains(series), "no {series} in:\n{text}");
+        }
     }
 
     #[test]

@@ -16,6 +16,7 @@ mod faults;
 mod fixtures;
 mod leader;
 mod live_node;
+mod metrics;
 mod network;
 mod node_actions;
 mod node_lifecycle;
@@ -87,6 +88,7 @@ fn main() {
         stale_readiness::trials(),
         chart::trials(),
         leader::trials(),
+        metrics::trials(),
     ]
     .into_iter()
     .flatten()

@@ -145,18 +145,22 @@ async fn one_pod_on(env: &TestEnv, app: &str, node: &str) -> Result<Pod> {
 }
 
 /// One pod of a Deployment on a node that was killed, with the operator running.
-struct Scenario {
-    operator: Operator,
+pub(crate) struct Scenario {
+    pub(crate) operator: Operator,
     victim: String,
     pod_name: String,
-    pod_uid: String,
+    pub(crate) pod_uid: String,
     /// When the policy makes the pod due.
-    due: Timestamp,
+    pub(crate) due: Timestamp,
 }
 
 /// Creates a node `<test>-<suffix>`, this test's policy in `mode` and its operator, a pod on
 /// the node; kills the node and waits until the pod is Terminating.
-async fn one_pod_on_a_dying_node(env: &TestEnv, suffix: &str, mode: &str) -> Result<Scenario> {
+pub(crate) async fn one_pod_on_a_dying_node(
+    env: &TestEnv,
+    suffix: &str,
+    mode: &str,
+) -> Result<Scenario> {
     let cluster = shared_cluster().await?;
     let victim = env.add_node(suffix).await?;
     env.create_policy(policy_spec(mode)).await?;

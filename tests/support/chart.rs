@@ -1,8 +1,7 @@
 //! The Helm chart (`charts/kube-remediator`) as the tests drive it: the pinned `helm` of the test
 //! binaries with configuration directories of its own, and `helm package`, which makes the chart
-//! as users get it. Shared by the packaging trials (`tests/packaging/chart/`, which add
-//! `helm template`) and the trials that install the chart on the control plane
-//! (`tests/e2e/chart/`).
+//! as users get it, and `helm template`. Shared by the packaging trials (`tests/packaging/chart/`)
+//! and the end-to-end trials that install the chart or read its monitoring (`tests/e2e/`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -63,6 +62,33 @@ impl Helm {
         ensure!(out.success, "helm {} failed:\n{}{}", args.join(" "), out.stdout, out.stderr);
         Ok(out)
     }
+
+    /// `helm template` of the chart; fails on any message on stderr (warnings included).
+    pub fn template(&self, release: &str, namespace: &str, extra: &[&str]) -> Result<String> {
+        let mut args = vec!["template", release, CHART, "--namespace", namespace];
+        args.extend_from_slice(extra);
+        let out = self.run(&args)?;
+        ensure!(
+            out.stderr.trim().is_empty(),
+            "helm {} printed on stderr:\n{}",
+            args.join(" "),
+            out.stderr
+        );
+        Ok(out.stdout)
+    }
+}
+
+/// The objects of a multi-document YAML stream (helm's output), as JSON.
+pub fn documents(yaml: &str) -> Result<Vec<serde_json::Value>> {
+    use serde::Deserialize;
+    let mut docs = Vec::new();
+    for doc in yaml_serde::Deserializer::from_str(yaml) {
+        let value = yaml_serde::Value::deserialize(doc).context("parsing helm's output")?;
+        if !value.is_null() {
+            docs.push(serde_json::to_value(value)?);
+        }
+    }
+    Ok(docs)
 }
 
 /// Runs helm from async code.

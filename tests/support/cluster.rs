@@ -103,22 +103,7 @@ impl TestBin {
         if let Ok(dir) = std::env::var(variable) {
             return Ok(TestBin { dir: PathBuf::from(dir) });
         }
-        let script = repo_root().join("tools/testbin");
-        let out = Command::new("bash")
-            .arg(&script)
-            .args(args)
-            .stderr(Stdio::inherit())
-            .output()
-            .with_context(|| format!("running {}", script.display()))?;
-        if !out.status.success() {
-            bail!("{} failed (see its messages above)", script.display());
-        }
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let dir = stdout.lines().last().unwrap_or_default().trim().to_string();
-        if dir.is_empty() {
-            bail!("{} printed no directory", script.display());
-        }
-        Ok(TestBin { dir: PathBuf::from(dir) })
+        Ok(TestBin { dir: tool_dir("testbin", args)? })
     }
 
     pub fn path(&self, name: &str) -> PathBuf {
@@ -154,6 +139,40 @@ impl TestBin {
         Ok((self.kubernetes_minor()? >= 37)
             .then(|| "NodeLifecycleConditions=true,StatefulSetRecreateStrategy=true".to_string()))
     }
+
+    /// One of the release tools (crane, promtool, kube-score): from `$KUBE_REMEDIATOR_SHIPBIN`
+    /// if set, otherwise from `tools/testbin ship`, which builds them on first use.
+    pub fn ship_tool(name: &str) -> Result<PathBuf> {
+        let path = Self::locate_set("KUBE_REMEDIATOR_SHIPBIN", &["ship"])?.path(name);
+        if !path.is_file() {
+            bail!(
+                "{} is missing: KUBE_REMEDIATOR_SHIPBIN is older than tools/testbin ship",
+                path.display()
+            );
+        }
+        Ok(path)
+    }
+}
+
+/// Runs `tools/<script> <args>`, which builds or installs tools on first use and prints their
+/// directory on its last line of stdout; that directory. Its progress goes to stderr.
+pub fn tool_dir(script: &str, args: &[&str]) -> Result<PathBuf> {
+    let script = repo_root().join("tools").join(script);
+    let out = Command::new("bash")
+        .arg(&script)
+        .args(args)
+        .stderr(Stdio::inherit())
+        .output()
+        .with_context(|| format!("running {}", script.display()))?;
+    if !out.status.success() {
+        bail!("{} {} failed (see its messages above)", script.display(), args.join(" "));
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let dir = stdout.lines().last().unwrap_or_default().trim().to_string();
+    if dir.is_empty() {
+        bail!("{} printed no directory", script.display());
+    }
+    Ok(PathBuf::from(dir))
 }
 
 /// The repository root (where Cargo.toml is).

@@ -6,24 +6,15 @@
 //! manual (`docs/src/runbooks/<alert>.md`), which exists.
 
 use std::collections::BTreeSet;
-use std::process::Command;
 
-use anyhow::{Context, Result, ensure};
+use anyhow::{Result, ensure};
 use serde_json::json;
 
-use super::{DEFAULT_RELEASE, documents, one};
+use super::{DEFAULT_RELEASE, documents, one, promtool};
 use crate::support::chart::Helm;
-use crate::support::cluster::{TestBin, repo_root};
+use crate::support::cluster::repo_root;
 
 const TESTS: &str = "tests/packaging/chart/alerts.test.yaml";
-
-impl TestBin {
-    /// The release tools (crane, promtool): `$KUBE_REMEDIATOR_SHIPBIN` if set, otherwise
-    /// `tools/testbin ship`, which builds them on first use.
-    fn locate_ship() -> Result<TestBin> {
-        Self::locate_set("KUBE_REMEDIATOR_SHIPBIN", &["ship"])
-    }
-}
 
 pub(super) fn alerts_pass_promtool() -> Result<()> {
     let rendered = Helm::new()?.template(
@@ -55,22 +46,8 @@ pub(super) fn alerts_pass_promtool() -> Result<()> {
     ensure!(defined.len() == 4, "the chart defines {defined:?}");
     runbooks_exist(groups)?;
 
-    let promtool = TestBin::locate_ship()?.path("promtool");
-    for args in [["check", "rules", "rules.yaml"], ["test", "rules", "alerts.test.yaml"]] {
-        let out = Command::new(&promtool)
-            .args(args)
-            .current_dir(&dir)
-            .output()
-            .with_context(|| format!("running {}", promtool.display()))?;
-        ensure!(
-            out.status.success(),
-            "promtool {} failed:\n{}{}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    Ok(())
+    promtool(&dir, &["check", "rules", "rules.yaml"])?;
+    promtool(&dir, &["test", "rules", "alerts.test.yaml"])
 }
 
 /// Every alert's `runbook_url` ends in `/<alert>.md`, and that page is in the manual.

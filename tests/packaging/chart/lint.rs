@@ -11,9 +11,12 @@ use serde_json::{Value, json};
 use super::{DEFAULT_RELEASE, documents, of_kind, one, str_at, strings};
 use crate::support::chart::{CHART, Helm, LEADER_LEASE};
 use crate::support::cluster::repo_root;
+use crate::support::monitoring::{
+    Query, alert_queries, dashboard_of, dashboard_queries, declared_series, metric_names,
+};
 
 /// Every optional feature on, every value changed.
-const ALL_FEATURES: &str = "charts/kube-remediator/ci/all-features-values.yaml";
+pub(super) const ALL_FEATURES: &str = "charts/kube-remediator/ci/all-features-values.yaml";
 /// Kinds rendered with the default values.
 const DEFAULT_KINDS: [&str; 11] = [
     "ClusterRole",
@@ -243,21 +246,13 @@ fn check_deployment(docs: &[Value]) -> Result<()> {
 }
 
 /// Every metric name in the alerts and the dashboard is one the operator exports, and the
-/// alerts are the three the issue asks for.
+/// alerts are the four the issue and the runbooks name.
 fn check_monitoring(docs: &[Value]) -> Result<()> {
     let known = exported_series();
-    let mut queries = Vec::new();
-    if let Some(rule) = of_kind(docs, "PrometheusRule").first() {
-        let alerts: Vec<String> = rule["spec"]["groups"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .flat_map(|g| g["rules"].as_array().cloned().unwrap_or_default())
-            .map(|r| {
-                queries.push(str_at(&r, "/expr").to_string());
-                str_at(&r, "/alert").to_string()
-            })
-            .collect();
+    let mut queries = alert_queries(docs);
+    if !queries.is_empty() {
+        let alerts: Vec<&str> =
+            queries.iter().filter_map(|q| q.source.strip_prefix("alert ")).collect();
         ensure!(
             alerts
                 == [
@@ -269,22 +264,17 @@ fn check_monitoring(docs: &[Value]) -> Result<()> {
             "alerts: {alerts:?}"
         );
     }
-    if let Some(map) = of_kind(docs, "ConfigMap").first() {
-        let json = str_at(map, "/data/kube-remediator.json");
-        let dashboard: Value = serde_json::from_str(json).context("the dashboard is not JSON")?;
+    if let Some(dashboard) = dashboard_of(docs)? {
         ensure!(dashboard["title"] == "kube-remediator", "dashboard title {}", dashboard["title"]);
-        for panel in dashboard["panels"].as_array().into_iter().flatten() {
-            for target in panel["targets"].as_array().into_iter().flatten() {
-                queries.push(str_at(target, "/expr").to_string());
-            }
-        }
-        ensure!(queries.len() > 3, "the dashboard has no queries");
+        let panels = dashboard_queries(&dashboard)?;
+        ensure!(panels.len() > 3, "the dashboard has no queries");
+        queries.extend(panels);
     }
-    for query in &queries {
-        for name in metric_names(query) {
+    for Query { source, expr } in &queries {
+        for name in metric_names(expr) {
             ensure!(
                 known.contains(&name),
-                "{name} (in {query:?}) is not exported; the operator exports {known:?}"
+                "{name} (in {source}: {expr:?}) is not exported; the operator exports {known:?}"
             );
         }
     }
@@ -322,41 +312,5 @@ fn exported_series() -> BTreeSet<String> {
             cause: Label(BlockCause::NodeUnhealthy),
         })
         .set(0);
-    let text = m.encode();
-    let mut names = BTreeSet::new();
-    for line in text.lines() {
-        let mut words = line.split_whitespace();
-        if let (Some("#"), Some("TYPE"), Some(name), Some(kind)) =
-            (words.next(), words.next(), words.next(), words.next())
-        {
-            match kind {
-                "counter" => {
-                    names.insert(format!("{name}_total"));
-                }
-                "histogram" => {
-                    for suffix in ["_bucket", "_sum", "_count"] {
-                        names.insert(format!("{name}{suffix}"));
-                    }
-                }
-                _ => {
-                    names.insert(name.to_string());
-                }
-            }
-        }
-    }
-    names
-}
-
-/// The `kube_remediator_...` metric names a query mentions.
-fn metric_names(query: &str) -> Vec<String> {
-    let mut names = Vec::new();
-    let mut rest = query;
-    while let Some(at) = rest.find("kube_remediator_") {
-        let tail = &rest[at..];
-        let end =
-            tail.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(tail.len());
-        names.push(tail[..end].to_string());
-        rest = &tail[end..];
-    }
-    names
+    declared_series(&m.encode())
 }
