@@ -9,7 +9,7 @@
 # tools/image builds the same image without a container engine (the same build command on the
 # same files, the layer assembled with crane), and tools/test checks and runs that image in CI.
 # tests/packaging/chart/dockerfile.rs (chart-dockerfile) keeps this file in step with tools/image and
-# the Helm chart (build command, user, port, binary path, labels).
+# the Helm chart (build command, cargo-auditable version, user, port, binary path, labels).
 #
 # What a static glibc binary cannot do: load NSS modules, so it resolves no host names through
 # /etc/nsswitch.conf (the image has no /etc at all). It needs none in a pod, where it reaches the
@@ -17,8 +17,15 @@
 
 # At least Cargo.toml's rust-version.
 ARG RUST_VERSION=1.95
+# The cargo-auditable tools/image builds with.
+ARG CARGO_AUDITABLE_VERSION=0.7.7
 
 FROM rust:${RUST_VERSION}-bookworm AS build
+ARG CARGO_AUDITABLE_VERSION
+# cargo-auditable embeds the dependency list in the binary (a .dep-v0 section), where cargo
+# audit, trivy, grype and syft read it.
+RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
+    cargo install --locked "cargo-auditable@${CARGO_AUDITABLE_VERSION}"
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
@@ -28,7 +35,7 @@ COPY src ./src
 RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
     --mount=type=cache,target=/src/target,sharing=locked \
     target="$(rustc -vV | sed -n 's/^host: //p')" \
-    && RUSTFLAGS="-C target-feature=+crt-static" cargo build --locked --release --target "$target" --bin kube-remediator \
+    && RUSTFLAGS="-C target-feature=+crt-static" cargo auditable build --locked --release --target "$target" --bin kube-remediator \
     && install -D -m 0755 "target/$target/release/kube-remediator" /out/usr/local/bin/kube-remediator
 
 FROM scratch

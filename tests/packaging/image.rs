@@ -11,6 +11,9 @@
 //! - `image-krew`: the rendered Krew manifest names the binary, platforms and files of the
 //!   plugin archive the build produced, with its sha256; the archive's binary is the image's and
 //!   answers as `kubectl remediator`.
+//! - `image-sbom` (`sbom.rs`): the CycloneDX SBOM beside the layout, named by digest in the
+//!   manifest's annotations, and the binary's cargo-auditable section list the same crates,
+//!   ours among them, at Cargo.lock's versions.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -31,6 +34,7 @@ pub fn trials() -> Vec<Trial> {
         ("image-config", image_config_is_what_the_dockerfile_says as fn(&Path) -> Result<()>),
         ("image-run", binary_runs_from_the_image_root),
         ("image-krew", krew_manifest_matches_the_plugin_archive),
+        ("image-sbom", crate::sbom::sbom_and_audit_section_list_our_crates),
     ]
     .into_iter()
     .map(|(name, body)| {
@@ -47,8 +51,8 @@ fn in_image_dir(body: fn(&Path) -> Result<()>) -> Result<()> {
     body(&dir)
 }
 
-const BINARY: &str = "usr/local/bin/kube-remediator";
-const VERSION: &str = env!("CARGO_PKG_VERSION");
+pub(crate) const BINARY: &str = "usr/local/bin/kube-remediator";
+pub(crate) const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 fn image_config_is_what_the_dockerfile_says(dir: &Path) -> Result<()> {
     let layout = dir.join("oci");
@@ -253,11 +257,11 @@ fn labels(mut rest: &str) -> Result<BTreeMap<String, String>> {
     }
 }
 
-fn blob(layout: &Path, digest: &str) -> PathBuf {
+pub(crate) fn blob(layout: &Path, digest: &str) -> PathBuf {
     layout.join("blobs").join(digest.replacen(':', "/", 1))
 }
 
-fn read_json(path: &Path) -> Result<Value> {
+pub(crate) fn read_json(path: &Path) -> Result<Value> {
     let text = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
     serde_json::from_slice(&text).with_context(|| format!("parsing {}", path.display()))
 }

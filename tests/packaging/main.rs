@@ -17,6 +17,7 @@ mod support;
 mod chart;
 mod docs;
 mod image;
+mod sbom;
 
 fn main() {
     let args = libtest_mimic::Arguments::from_args();

@@ -1,6 +1,6 @@
 //! `chart-dockerfile`: the Dockerfile builds what `tools/image` builds and the chart runs (the
-//! same static build command on the same files, a new enough Rust, an empty base, the user,
-//! port and binary path the chart expects). `image-config` checks the image `tools/image` made
+//! same static build command, with the same cargo-auditable, on the same files, a new enough
+//! Rust, an empty base, the user, port and binary path the chart expects). `image-config` checks the image `tools/image` made
 //! against the Dockerfile's runtime stage.
 
 use anyhow::{Context, Result, ensure};
@@ -31,9 +31,17 @@ pub(super) fn dockerfile_builds_what_the_chart_runs() -> Result<()> {
 
     // The build: the command tools/image runs, on the files it copies, with a Rust at least as
     // new as Cargo.toml's rust-version.
-    const BUILD: &str = r#"RUSTFLAGS="-C target-feature=+crt-static" cargo build --locked --release --target "$target" --bin kube-remediator"#;
+    const BUILD: &str = r#"RUSTFLAGS="-C target-feature=+crt-static" cargo auditable build --locked --release --target "$target" --bin kube-remediator"#;
     ensure!(with("RUN").iter().any(|r| r.contains(BUILD)), "the Dockerfile does not run {BUILD}");
     ensure!(read("tools/image")?.contains(BUILD), "tools/image does not run {BUILD}");
+    let auditable = with("ARG")
+        .into_iter()
+        .find_map(|a| a.strip_prefix("CARGO_AUDITABLE_VERSION="))
+        .context("no ARG CARGO_AUDITABLE_VERSION=")?;
+    ensure!(
+        read("tools/image")?.contains(&format!("cargo_tool cargo-auditable {auditable})")),
+        "the Dockerfile installs cargo-auditable {auditable}, tools/image another"
+    );
     let copies: Vec<&str> = with("COPY").into_iter().filter(|c| !c.starts_with("--from")).collect();
     ensure!(
         copies == ["Cargo.toml Cargo.lock ./", "src ./src"],
