@@ -26,11 +26,13 @@
 //!    `assumeOffAfter` passed since its death;
 //! 4. a pod that needs fencing released only with fencing from outside the operator;
 //! 5. the kernel admits every action the planner proposes while the operator's view is the
-//!    world's (a refusal then is a defect of one of them), and whatever it admits meets 1-4
-//!    and 6;
+//!    world's (a refusal then is a defect of one of them), and whatever it admits meets 1-4,
+//!    6 and 7;
 //! 6. no write on a node whose maintenance condition (MaintenanceInProgress) is True, nor on
 //!    one whose GracefulNodeShutdownInProgress is True before `gracefulShutdownGrace` has
 //!    passed since it turned True (the operator can only see it later, never earlier);
+//! 7. a pod left Failed by a graceful node shutdown is deleted only while it is (the same pod,
+//!    not Terminating) Failed so, since at least `failedByShutdown.deleteAfter`;
 //!
 //! plus: a live-node release needs a Ready node; an undo removes only our own cordon and
 //! taint. Two pure pieces get their own properties: the [`EvidenceWindow`] never trusts
@@ -235,6 +237,8 @@ pub enum Event {
     PodGone { node: u8, pod: u8 },
     /// A gone pod is replaced by one of the same name and a new UID.
     PodReplaced { node: u8, pod: u8 },
+    /// A graceful node shutdown ends a running pod: phase Failed, reason Terminated.
+    PodShutdown { node: u8, pod: u8 },
 }
 
 /// A whole history. Its `Debug` is the Rust literal that rebuilds it.
@@ -340,6 +344,7 @@ fn event() -> impl Strategy<Value = Event> {
         7 => (n(), 0u8..2).prop_map(|(node, pod)| Event::PodTerminating { node, pod }),
         1 => (n(), 0u8..2).prop_map(|(node, pod)| Event::PodGone { node, pod }),
         1 => (n(), 0u8..2).prop_map(|(node, pod)| Event::PodReplaced { node, pod }),
+        2 => (n(), 0u8..2).prop_map(|(node, pod)| Event::PodShutdown { node, pod }),
     ]
 }
 
@@ -374,6 +379,8 @@ struct Durations {
 /// The removable finalizer of [`Shape::FenceAllLive`] (any other shape: not removable).
 const HOLD: &str = "example.com/hold";
 const POLICY: &str = "p";
+/// `failedByShutdown.deleteAfter` of every shape.
+const SHUTDOWN_DELETE_AFTER_MS: u64 = 30_000;
 
 fn policy_spec(scenario: &Scenario) -> RemediationPolicySpec {
     let mut s = RemediationPolicySpec { mode: Mode::Enforce, ..RemediationPolicySpec::default() };
@@ -388,6 +395,8 @@ fn policy_spec(scenario: &Scenario) -> RemediationPolicySpec {
     s.safety.rate_limit.actions_per_minute = 100;
     s.safety.max_pods_per_owner_per_minute = 100;
     s.node_actions.undo_after = "10s".into();
+    s.failed_by_shutdown.enabled = true;
+    s.failed_by_shutdown.delete_after = format!("{}s", SHUTDOWN_DELETE_AFTER_MS / 1000);
     match shape {
         Shape::StuckOnly => {}
         Shape::NodeActions => {
@@ -494,6 +503,8 @@ struct WPod {
     /// deletionGracePeriodSeconds.
     deletion_grace_s: u8,
     finalizers: Vec<String>,
+    /// When a graceful node shutdown left it Failed (reason Terminated), ms.
+    shutdown_ms: Option<u64>,
 }
 
 #[derive(Clone, Debug)]
@@ -547,6 +558,7 @@ impl World {
                     deletion_ms: None,
                     deletion_grace_s: 0,
                     finalizers: if setup.finalizer { vec![HOLD.into()] } else { vec![] },
+                    shutdown_ms: None,
                 })
             })
             .collect();
@@ -707,7 +719,8 @@ impl World {
                 ..corev1::PodSpec::default()
             }),
             status: Some(corev1::PodStatus {
-                phase: Some("Running".into()),
+                phase: Some(if pod.shutdown_ms.is_some() { "Failed" } else { "Running" }.into()),
+                reason: pod.shutdown_ms.map(|_| "Terminated".into()),
                 ..corev1::PodStatus::default()
             }),
         })
@@ -1351,8 +1364,18 @@ impl Run {
                     pod.uid = format!("{}-uid-{}", pod.name, pod.generation);
                     pod.exists = true;
                     pod.deletion_ms = None;
+                    pod.shutdown_ms = None;
                     pod.finalizers = if pod.setup.finalizer { vec![HOLD.into()] } else { vec![] };
                     self.deliver_pod(p);
+                }
+            }
+            Event::PodShutdown { node, pod } => {
+                if let Some(p) = self.world.pod_index(node, pod) {
+                    let pod = &mut self.world.pods[p];
+                    if pod.exists && pod.deletion_ms.is_none() && pod.shutdown_ms.is_none() {
+                        pod.shutdown_ms = Some(self.now);
+                        self.deliver_pod(p);
+                    }
                 }
             }
         }
@@ -1522,7 +1545,7 @@ impl Run {
             Action::ForceDelete(fd) => !fd.live_node,
             Action::Node(na) => na.kind != NodeActionKind::Undo,
             Action::RemoveFinalizers(rf) => rf.death.is_some(),
-            Action::Evict(_) => false,
+            Action::Evict(_) | Action::DeleteShutdownPod(_) => false,
         };
         let dead_at = self.reference.watched_dead(&self.world, i, self.now, self.durations);
         if on_dead_node && dead_at.is_none() && !self.world.deleted_by_someone_else(i) {
@@ -1550,6 +1573,19 @@ impl Run {
                 return fail(
                     "property 3: a Node deleted without the shutdown taint, someone else's \
                      out-of-service taint, or assumeOffAfter passed",
+                );
+            }
+        }
+        if let Action::DeleteShutdownPod(d) = action {
+            let pod = self.world.pods.iter().find(|p| p.uid == d.pod.uid && p.exists);
+            let failed_long_enough = pod.is_some_and(|p| {
+                p.deletion_ms.is_none()
+                    && p.shutdown_ms.is_some_and(|at| at + SHUTDOWN_DELETE_AFTER_MS <= self.now)
+            });
+            if !failed_long_enough {
+                return fail(
+                    "property 7: a pod deleted that is not (the same pod) Failed by a shutdown, \
+                     not Terminating, for deleteAfter",
                 );
             }
         }
@@ -1610,6 +1646,13 @@ impl Run {
                 }
             }
             Action::Evict(_) => {}
+            Action::DeleteShutdownPod(d) => {
+                if let Some(p) = self.world.pods.iter().position(|p| p.uid == d.pod.uid && p.exists)
+                {
+                    self.world.pods[p].exists = false;
+                    self.deliver_pod(p);
+                }
+            }
             Action::Node(na) => {
                 let Some(i) = self.world.node_index(&na.node.name) else { return };
                 if !self.world.nodes[i].exists || self.world.nodes[i].uid != na.node.uid {
@@ -1661,6 +1704,7 @@ fn describe(action: &Action) -> String {
         Action::Node(na) => format!("{:?}, epoch {}", na.death, na.epoch),
         Action::RemoveFinalizers(rf) => format!("{:?}", rf.death),
         Action::Evict(_) => String::new(),
+        Action::DeleteShutdownPod(d) => format!("{}, seen {}", d.shutdown_reason, d.seen),
     };
     format!(
         "{} {namespace}/{name} on {} ({}); {}",
@@ -1981,6 +2025,29 @@ mod regressions {
                     ],
                 },
                 Some(&[]),
+            ),
+            (
+                "pods left Failed by a graceful shutdown: deleted deleteAfter after we saw them \
+                 so, not before, and not again after a restart restarted their count; one \
+                 replaced under its name before its turn is not hit",
+                Scenario {
+                    shape: StuckOnly,
+                    zones: 1,
+                    max_unhealthy: None,
+                    not_ready_s: 30,
+                    lease_stale_s: 40,
+                    nodes: vec![node(vec![pod(ReplicaSet, false), pod(Bare, false)]), node(vec![])],
+                    steps: vec![
+                        (1_000, PodShutdown { node: 0, pod: 0 }),
+                        (2_000, PodShutdown { node: 0, pod: 1 }),
+                        (20_000, Restart),
+                        (25_000, PodGone { node: 0, pod: 1 }),
+                        (26_000, PodReplaced { node: 0, pod: 1 }),
+                        (45_000, Wait),
+                        (60_000, Wait),
+                    ],
+                },
+                Some(&["DeleteShutdownPod"]),
             ),
         ]
     }

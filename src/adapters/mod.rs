@@ -208,9 +208,10 @@ pub struct PodRecord {
 pub fn pod_record(pod: &WatchedPod) -> Option<PodRecord> {
     let meta = &pod.metadata;
     let deletion = meta.deletion_timestamp.as_ref().map(|t| t.0);
-    let stale_ready_since = match deletion {
-        None => Some(stale_ready_since(pod)?),
-        Some(_) => None,
+    let shutdown_reason = deletion.is_none().then(|| shutdown_reason(pod)).flatten();
+    let stale_ready_since = match (deletion, &shutdown_reason) {
+        (None, None) => Some(stale_ready_since(pod)?),
+        _ => None,
     };
     let spec = pod.spec.as_ref();
     let owner = meta.owner_references.as_ref().and_then(|refs| {
@@ -250,9 +251,11 @@ pub fn pod_record(pod: &WatchedPod) -> Option<PodRecord> {
             finalizers: meta.finalizers.clone().unwrap_or_default(),
             running_containers: running_containers(pod),
             stale_ready_since,
+            shutdown_reason,
             // Ours to date: the state fills them in from when it saw the pod.
             stale_seen: None,
             terminating_seen: None,
+            shutdown_seen: None,
         },
         claims,
     })
@@ -274,6 +277,20 @@ fn single_writer_inline(v: &WatchedVolume) -> bool {
         || v.photon_persistent_disk.is_some()
         || v.scale_io.is_some()
         || v.storageos.is_some()
+}
+
+/// The `status.reason` a kubelet's graceful node shutdown leaves on the pods it ends with phase
+/// Failed: `Terminated` (the shutdown manager since Kubernetes 1.22), `Shutdown` (before), and
+/// `NodeShutdown` (a pod turned away at admission while the node shuts down).
+pub const SHUTDOWN_POD_REASONS: [&str; 3] = ["Terminated", "Shutdown", "NodeShutdown"];
+
+/// For a pod left Failed by a graceful node shutdown: its `status.reason`. `None` for every
+/// other pod (a pod Failed for any other reason included).
+pub fn shutdown_reason(pod: &WatchedPod) -> Option<String> {
+    let status = pod.status.as_ref()?;
+    let reason = status.reason.as_deref()?;
+    (status.phase.as_deref() == Some("Failed") && SHUTDOWN_POD_REASONS.contains(&reason))
+        .then(|| reason.to_string())
 }
 
 /// The reasons a kubelet gives a Ready=False condition it computed itself: the kubelet thinks
@@ -657,5 +674,41 @@ mod tests {
         let planned =
             conditions(serde_json::json!([{"type": "MaintenancePlanned", "status": "True"}]));
         assert_eq!((planned.maintenance, planned.shutting_down), (None, false));
+    }
+
+    #[test]
+    fn only_pods_a_graceful_shutdown_failed_are_kept_as_such() {
+        use serde_json::json;
+        // (case, phase, reason, terminating, want)
+        let table = [
+            ("shutdown manager", "Failed", Some("Terminated"), false, Some("Terminated")),
+            ("before Kubernetes 1.22", "Failed", Some("Shutdown"), false, Some("Shutdown")),
+            (
+                "turned away at admission",
+                "Failed",
+                Some("NodeShutdown"),
+                false,
+                Some("NodeShutdown"),
+            ),
+            ("evicted for pressure", "Failed", Some("Evicted"), false, None),
+            ("failed on its own", "Failed", None, false, None),
+            ("succeeded before the shutdown", "Succeeded", Some("Terminated"), false, None),
+            ("being deleted already", "Failed", Some("Terminated"), true, None),
+        ];
+        for (case, phase, reason, terminating, want) in table {
+            let mut json = json!({
+                "metadata": {"name": "p", "namespace": "ns", "uid": "u"},
+                "spec": {"nodeName": "n1"},
+                "status": {"phase": phase, "reason": reason},
+            });
+            if terminating {
+                json["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+            }
+            let pod: WatchedPod = serde_json::from_value(json).expect("pod");
+            let record = pod_record(&pod);
+            let kept = record.as_ref().and_then(|r| r.view.shutdown_reason.as_deref());
+            assert_eq!(kept, want, "{case}");
+            assert_eq!(record.is_some(), want.is_some() || terminating, "{case}");
+        }
     }
 }

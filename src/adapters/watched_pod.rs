@@ -102,6 +102,8 @@ impl<'de> Deserialize<'de> for Present {
 #[serde(rename_all = "camelCase", default)]
 pub struct WatchedPodStatus {
     pub phase: Option<String>,
+    /// `status.reason`: why a pod ended (`Terminated` after a graceful node shutdown).
+    pub reason: Option<String>,
     pub conditions: Option<Vec<WatchedCondition>>,
     pub container_statuses: Option<Vec<WatchedContainerStatus>>,
     pub init_container_statuses: Option<Vec<WatchedContainerStatus>>,

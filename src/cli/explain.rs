@@ -184,6 +184,13 @@ fn diagnosis(pod: &Pod, observed: &Observed, node: &str, now: Timestamp) -> Valu
              resent the status (kubernetes/kubernetes#80968); it is out of its Services' endpoints"
         ) });
     }
+    if let Some(reason) = &record.view.shutdown_reason {
+        return json!({ "cause": "FailedByShutdown", "summary": format!(
+            "Failed with reason {reason}: a graceful shutdown of its node ended it, and nothing \
+             deletes it but PodGC's terminated-pod-gc-threshold (kubernetes/kubernetes#113278); \
+             a policy with failedByShutdown enabled deletes it deleteAfter after seeing it so"
+        ) });
+    }
     let Some(view) = observed.nodes.iter().find(|n| n.observation.name == node) else {
         return json!({ "summary": format!("its node {node} is gone: only a force delete removes the pod") });
     };

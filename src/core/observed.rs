@@ -371,6 +371,12 @@ pub struct PodView {
     /// When the operator first saw the pod's `deletionTimestamp`, by its own clock: time on a
     /// live node is counted from here, never from the API server's timestamp.
     pub terminating_seen: Option<Timestamp>,
+    /// A pod (not Terminating) left Failed by a graceful node shutdown: its `status.reason`
+    /// (`Terminated`, `Shutdown` or `NodeShutdown`). `None` for every other pod.
+    pub shutdown_reason: Option<String>,
+    /// When the operator first saw the pod Failed by a shutdown, by its own clock
+    /// (`failedByShutdown.deleteAfter` is counted from here).
+    pub shutdown_seen: Option<Timestamp>,
     /// The Recreate Deployment or StatefulSet whose rollout this pod blocks, if any (filled by
     /// the controller from [`crate::core::rollouts::blocked_rollouts`]).
     pub blocks_rollout: Option<WorkloadRef>,
@@ -433,8 +439,9 @@ pub struct Observed {
     /// (`deleted: true`). A node referenced by a pod but absent here is unknown: neither alive
     /// nor dead.
     pub nodes: Vec<NodeView>,
-    /// Terminating pods, and running pods left Ready=False while every container is ready
-    /// ([`PodView::stale_ready_since`]); others are ignored.
+    /// Terminating pods, running pods left Ready=False while every container is ready
+    /// ([`PodView::stale_ready_since`]) and pods left Failed by a graceful node shutdown
+    /// ([`PodView::shutdown_reason`]); others are ignored.
     pub pods: Vec<PodView>,
     /// The start of the evidence window (see [`crate::core::evidence`]): when the watches last
     /// finished a (re)list or the Lease view last resumed after a stall. `None` while evidence
@@ -512,6 +519,25 @@ impl Backoff {
 #[cfg(test)]
 pub mod fixtures {
     use super::*;
+    use crate::core::node::{NodeState, NodeSummary};
+
+    /// Node `name` judged `state`, nothing more about it.
+    pub fn node_summary(name: &str, state: NodeState) -> NodeSummary {
+        NodeSummary {
+            name: name.into(),
+            state,
+            excluded: false,
+            deleted: false,
+            fenced_by: None,
+            dead_at: None,
+            why: String::new(),
+            lease_renewed: None,
+            held_alive: None,
+            death: None,
+            hold: None,
+            shutdown_seen: None,
+        }
+    }
 
     /// A Terminating pod of ReplicaSet `web-1` in `default` on `node`, deleted at
     /// 2026-01-01T00:08:00Z with a 30 s grace period.
@@ -539,6 +565,8 @@ pub mod fixtures {
             running_containers: vec![],
             stale_ready_since: None,
             stale_seen: None,
+            shutdown_reason: None,
+            shutdown_seen: None,
             // Seen when the delete was requested (deletionTimestamp minus the grace period).
             terminating_seen: Some("2026-01-01T00:07:30Z".parse().expect("ts")),
         }

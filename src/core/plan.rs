@@ -20,6 +20,7 @@ use super::guards::{Circuit, Guards};
 use super::node::{NodeHold, NodeState, NodeSummary, summarize_node};
 use super::observed::{NodeView, Observed, Readiness};
 use super::policy::{MaxUnhealthy, ValidatedPolicy};
+use super::rules::failed_by_shutdown::{ShutdownFindings, shutdown_pods};
 use super::rules::live_node_stuck::StuckPod;
 use super::rules::node_actions::NodeFindings;
 use super::rules::stale_readiness::{StaleFindings, StalePod, stale_pods};
@@ -120,6 +121,10 @@ pub fn plan(observed: &Observed, policy: &ValidatedPolicy, now: Timestamp) -> Pl
         stale_pods(observed, &nodes, policy, now);
     deadlines.extend(stale_deadlines);
     candidates.extend(evictions.into_iter().map(|action| Candidate { decision: None, action }));
+    let ShutdownFindings { candidates: deletes, deadlines: shutdown_deadlines } =
+        shutdown_pods(observed, &nodes, policy, now);
+    deadlines.extend(shutdown_deadlines);
+    candidates.extend(deletes.into_iter().map(|action| Candidate { decision: None, action }));
 
     let candidates = held_by_nodes(candidates, &mut decisions, &mut stale, &nodes);
     let (mut actions, waits) =
@@ -460,6 +465,8 @@ mod tests {
             running_containers: vec![],
             stale_ready_since: None,
             stale_seen: None,
+            shutdown_reason: None,
+            shutdown_seen: None,
             terminating_seen: Some(t(7, 30)),
         }
     }
@@ -1146,7 +1153,10 @@ mod tests {
             .iter()
             .filter_map(|a| match a {
                 Action::ForceDelete(f) => Some(f.pod.name.as_str()),
-                Action::Node(_) | Action::RemoveFinalizers(_) | Action::Evict(_) => None,
+                Action::Node(_)
+                | Action::RemoveFinalizers(_)
+                | Action::Evict(_)
+                | Action::DeleteShutdownPod(_) => None,
             })
             .collect()
     }

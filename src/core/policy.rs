@@ -117,6 +117,8 @@ pub struct ValidatedPolicy {
     pub finalizers: Finalizers,
     /// `staleReadiness`, `None` when the rule is disabled.
     pub stale_readiness: Option<StaleReadiness>,
+    /// `failedByShutdown.deleteAfter`, `None` when the rule is disabled.
+    pub failed_by_shutdown: Option<SignedDuration>,
 }
 
 /// `nodeLifecycle`: whether a node in maintenance is left alone, and how long a graceful
@@ -252,6 +254,11 @@ pub fn validate(spec: &RemediationPolicySpec) -> Result<ValidatedPolicy, Invalid
             .map_err(|e| problems.push(format!("nodeLifecycle.gracefulShutdownGrace: {e}")))
             .unwrap_or(SignedDuration::ZERO),
     };
+    let shutdown = &spec.failed_by_shutdown;
+    let failed_by_shutdown = parse_duration(&shutdown.delete_after)
+        .map_err(|e| problems.push(format!("failedByShutdown.deleteAfter: {e}")))
+        .ok()
+        .filter(|_| shutdown.enabled);
     let storm = StormSettings {
         latch: spec.safety.latch,
         cooldown: parse_duration(&spec.safety.cooldown)
@@ -285,6 +292,7 @@ pub fn validate(spec: &RemediationPolicySpec) -> Result<ValidatedPolicy, Invalid
                 live_node_stuck,
                 finalizers,
                 stale_readiness,
+                failed_by_shutdown,
             })
         }
         _ => Err(InvalidPolicy { reason: problems.join("; ") }),

@@ -228,6 +228,8 @@ mod tests {
             running_containers: vec![],
             stale_ready_since: None,
             stale_seen: None,
+            shutdown_reason: None,
+            shutdown_seen: None,
             terminating_seen: None,
         }
     }

@@ -127,3 +127,31 @@ pub enum StaleReadinessAction {
     /// Evict through the Eviction API.
     Evict,
 }
+
+/// Pods left Failed by a graceful node shutdown (kubernetes/kubernetes#113278): the kubelet's
+/// shutdown manager ends every pod with phase Failed and reason Terminated (Shutdown before
+/// Kubernetes 1.22), and turns away pods admitted during the shutdown with reason NodeShutdown.
+/// Nothing deletes them but PodGC's terminated-pod-gc-threshold (12500 pods by default), so
+/// they linger in every listing. With enabled, such a pod is deleted (a normal DELETE with a UID
+/// precondition: it is Failed already, so the API server removes it at once) once
+/// kube-remediator has seen it so for deleteAfter, by its own clock. Off by default; it passes
+/// the same checks as every action (scope, exclusion, rate limit, DryRun records only). A pod
+/// Failed for any other reason is never touched.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+pub struct FailedByShutdownSpec {
+    /// Whether pods left Failed by a graceful node shutdown are deleted. Default false.
+    pub enabled: bool,
+
+    /// How long kube-remediator must have seen the pod Failed by a shutdown (by its own clock,
+    /// from when it first saw it so; a restart starts the count again) before it is deleted:
+    /// time for people and tools to read its status. Go duration. Default "1h".
+    #[schemars(length(max = 32), pattern(DURATION_PATTERN))]
+    pub delete_after: String,
+}
+
+impl Default for FailedByShutdownSpec {
+    fn default() -> Self {
+        FailedByShutdownSpec { enabled: false, delete_after: "1h".into() }
+    }
+}

@@ -140,6 +140,11 @@ pub struct RemediationPolicySpec {
     /// action Evict.
     pub stale_readiness: StaleReadinessSpec,
 
+    /// Pods left Failed by a graceful node shutdown (phase Failed, reason Terminated, Shutdown
+    /// or NodeShutdown): deleted deleteAfter after kube-remediator first saw them so, only
+    /// with enabled.
+    pub failed_by_shutdown: FailedByShutdownSpec,
+
     /// Storm guards: when to stop acting, and how fast to act.
     pub safety: SafetySpec,
 }
@@ -161,6 +166,7 @@ impl Default for RemediationPolicySpec {
             live_node_stuck: LiveNodeStuckSpec::default(),
             finalizers: FinalizersSpec::default(),
             stale_readiness: StaleReadinessSpec::default(),
+            failed_by_shutdown: FailedByShutdownSpec::default(),
             safety: SafetySpec::default(),
         }
     }
@@ -541,7 +547,8 @@ impl Default for RateLimitSpec {
 mod live_node_rules;
 mod node_lifecycle;
 pub use live_node_rules::{
-    FinalizersSpec, LiveNodeStuckSpec, StaleReadinessAction, StaleReadinessSpec,
+    FailedByShutdownSpec, FinalizersSpec, LiveNodeStuckSpec, StaleReadinessAction,
+    StaleReadinessSpec,
 };
 pub use node_lifecycle::{
     APPLIED_BY_US, GRACEFUL_SHUTDOWN_CONDITION, MAINTENANCE_CONDITIONS, MAINTENANCE_PLANNED,
@@ -691,10 +698,10 @@ mod tests {
         }
         assert_eq!(
             yaml.matches("pattern: ^([0-9]+(ms|s|m|h))+$").count(),
-            15,
-            "15 duration fields: deadNode 2, the two delayAfterGrace, nodeActions 5, cooldown, \
+            16,
+            "16 duration fields: deadNode 2, the two delayAfterGrace, nodeActions 5, cooldown, \
              liveNodeStuck 2, finalizers.removeAfter, staleReadiness.nodeReadyFor, \
-             nodeLifecycle.gracefulShutdownGrace"
+             nodeLifecycle.gracefulShutdownGrace, failedByShutdown.deleteAfter"
         );
     }
 

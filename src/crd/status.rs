@@ -224,6 +224,9 @@ pub enum ActionKind {
     RemoveFinalizers,
     /// A pod left Ready=False after a node blip evicted (staleReadiness.action Evict).
     Evict,
+    /// A pod left Failed by a graceful node shutdown deleted (failedByShutdown): a normal
+    /// DELETE with a UID precondition.
+    DeleteShutdownPod,
 }
 
 impl ActionKind {

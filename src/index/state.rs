@@ -329,8 +329,8 @@ impl ClusterState {
         Change::Relevant
     }
 
-    /// A pod was added or changed, seen at `now`: kept only while Terminating or left
-    /// Ready=False with every container ready. When it was first seen so is ours, and kept.
+    /// A pod was added or changed, seen at `now`: kept only while Terminating, left
+    /// Ready=False with every container ready, or left Failed by a graceful node shutdown. When it was first seen so is ours, and kept.
     pub fn apply_pod(&mut self, pod: &WatchedPod, now: Timestamp) -> Change {
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         match pod_record(pod) {
@@ -342,6 +342,10 @@ impl ClusterState {
                     .and(before.and_then(|b| b.terminating_seen).or(Some(now)));
                 view.stale_seen =
                     view.stale_ready_since.and(before.and_then(|b| b.stale_seen).or(Some(now)));
+                view.shutdown_seen = view
+                    .shutdown_reason
+                    .as_ref()
+                    .and(before.and_then(|b| b.shutdown_seen).or(Some(now)));
                 self.pods.put(uid, record)
             }
             None => self.pods.remove(&uid),
@@ -810,6 +814,25 @@ mod tests {
         s.apply_pod(&terminating_pod_on("n1"), at(9));
         let observed = s.observe(at(10), Vec::new(), BTreeSet::new());
         assert_eq!(observed.pods[0].terminating_seen, Some(at(3)));
+    }
+
+    #[test]
+    fn when_a_pod_was_first_seen_failed_by_a_shutdown_is_kept() {
+        let failed = |reason: &str| -> WatchedPod {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "p", "namespace": "ns", "uid": "u"},
+                "spec": {"nodeName": "n1"},
+                "status": {"phase": "Failed", "reason": reason},
+            }))
+            .expect("pod")
+        };
+        let mut s = synced(0, &[]);
+        s.apply_pod(&failed("Terminated"), at(3));
+        s.apply_pod(&failed("Terminated"), at(9));
+        let observed = s.observe(at(10), Vec::new(), BTreeSet::new());
+        assert_eq!(observed.pods[0].shutdown_seen, Some(at(3)));
+        s.apply_pod(&failed("Evicted"), at(11));
+        assert!(s.observe(at(12), Vec::new(), BTreeSet::new()).pods.is_empty());
     }
 
     #[test]

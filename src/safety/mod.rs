@@ -37,6 +37,10 @@
 //!    True, unless the policy ignores maintenance), and not shutting down gracefully
 //!    (GracefulNodeShutdownInProgress True) unless the action carries the instant we saw the
 //!    shutdown begin, `gracefulShutdownGrace` ago by our clock.
+//! 9. [`Invariant::FailedByShutdown`]: a delete of a pod left Failed by a graceful node
+//!    shutdown needs the policy's `failedByShutdown` enabled, a fresh read of the same pod (UID,
+//!    node), not Terminating, still Failed with a shutdown's reason, and our own sighting of it
+//!    so at least `deleteAfter` ago.
 //!
 //! A force delete is two requests: the pod's `DisruptionTarget` condition (and on a dead node
 //! the phase `Failed`) through its status, then the DELETE. The kernel admits the action once,
@@ -54,8 +58,8 @@ use jiff::Timestamp;
 use crate::core::duration::add;
 use crate::core::rules::stale_readiness::EVENT_SLACK;
 use crate::core::{
-    Action, DeathEvidence, Evict, ForceDelete, FreshNode, LastLook, NodeAction, NodeActionKind,
-    PodTarget, Readiness, RemoveFinalizers, ValidatedPolicy,
+    Action, DeathEvidence, DeleteShutdownPod, Evict, ForceDelete, FreshNode, LastLook, NodeAction,
+    NodeActionKind, PodTarget, Readiness, RemoveFinalizers, ValidatedPolicy,
 };
 use crate::crd::{APPLIED_BY_US, FIELD_MANAGER, Mode, OUT_OF_SERVICE_TAINT, SHUTDOWN_TAINT};
 
@@ -70,6 +74,7 @@ pub enum Invariant {
     RepairOnlyTheOutage,
     LiveNode,
     NodeLifecycle,
+    FailedByShutdown,
 }
 
 impl Invariant {
@@ -120,6 +125,7 @@ pub fn admit(write: &Write<'_>) -> Result<(), Refusal> {
         Action::ForceDelete(fd) => force_delete(write, fd),
         Action::RemoveFinalizers(rf) => remove_finalizers(write, rf),
         Action::Evict(evict) => eviction(write, evict),
+        Action::DeleteShutdownPod(delete) => shutdown_pod(write, delete),
         Action::Node(na) => node_action(write, na),
     }
 }
@@ -322,6 +328,29 @@ fn eviction(write: &Write<'_>, evict: &Evict) -> Result<(), Refusal> {
         Some(node) if node.observation.readiness == Readiness::Ready => Ok(()),
         _ => refuse(Invariant::LiveNode, "the node is not Ready in the fresh read"),
     }
+}
+
+fn shutdown_pod(write: &Write<'_>, delete: &DeleteShutdownPod) -> Result<(), Refusal> {
+    let Some(delete_after) = write.policy.failed_by_shutdown else {
+        return refuse(
+            Invariant::FailedByShutdown,
+            "the policy does not delete pods left Failed by a shutdown",
+        );
+    };
+    same_pod(write, &delete.pod, false)?;
+    if !write.look.pod.is_some_and(|p| p.failed_by_shutdown) {
+        return refuse(
+            Invariant::FailedByShutdown,
+            "the pod read fresh is not Failed with a graceful node shutdown's reason",
+        );
+    }
+    if write.now < add(delete.seen, delete_after) {
+        return refuse(
+            Invariant::FailedByShutdown,
+            "we have not seen the pod Failed by a shutdown for deleteAfter",
+        );
+    }
+    Ok(())
 }
 
 fn node_action(write: &Write<'_>, na: &NodeAction) -> Result<(), Refusal> {

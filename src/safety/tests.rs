@@ -4,8 +4,8 @@ use jiff::{SignedDuration, Timestamp};
 
 use super::*;
 use crate::core::{
-    Evict, FreshNode, FreshPod, FreshPolicy, NodeControl, NodeRecord, NodeTarget, NodeView, Outage,
-    validate,
+    DeleteShutdownPod, Evict, FreshNode, FreshPod, FreshPolicy, NodeControl, NodeRecord,
+    NodeTarget, NodeView, Outage, validate,
 };
 use crate::crd::{FencingRequirement, RemediationPolicySpec, StaleReadinessAction};
 
@@ -46,7 +46,14 @@ fn node(readiness: Readiness, taints: &[&str]) -> FreshNode {
 }
 
 fn pod(uid: &'static str, terminating: bool) -> FreshPod<'static> {
-    FreshPod { uid: Some(uid), terminating, node: "n1", excluded: false, stale: !terminating }
+    FreshPod {
+        uid: Some(uid),
+        terminating,
+        node: "n1",
+        excluded: false,
+        stale: !terminating,
+        failed_by_shutdown: false,
+    }
 }
 
 fn enforcing() -> Option<FreshPolicy> {
@@ -386,6 +393,47 @@ fn evictions_repair_only_what_the_outage_did() {
     ];
     for (case, action, p, look, now, want) in table {
         assert_eq!(check(&action, p, &look, None, now), want, "{case}");
+    }
+}
+
+#[test]
+fn shutdown_pods_need_the_rule_the_fresh_pod_failed_so_and_our_sighting_for_delete_after() {
+    use Invariant::*;
+    let p = policy(|s| {
+        s.failed_by_shutdown.enabled = true;
+        s.failed_by_shutdown.delete_after = "60s".into();
+    });
+    let off = policy(|s| s.failed_by_shutdown.delete_after = "60s".into());
+    let delete = Action::DeleteShutdownPod(DeleteShutdownPod {
+        pod: target(60),
+        shutdown_reason: "Terminated".into(),
+        seen: t(0),
+    });
+    let failed = FreshPod { failed_by_shutdown: true, stale: false, ..pod("pod-uid", false) };
+    let look = |pod: Option<FreshPod<'static>>| LastLook {
+        pod,
+        node: None,
+        lease_renewed: None,
+        policy: enforcing(),
+    };
+    let dry = LastLook {
+        policy: Some(FreshPolicy { mode: Mode::DryRun, paused: false, generation: Some(1) }),
+        ..look(Some(failed))
+    };
+    #[rustfmt::skip]
+    let table = [
+        ("seen Failed by a shutdown for deleteAfter (node gone)", &p, look(Some(failed)), 60, Ok(())),
+        ("deleteAfter not passed by our clock", &p, look(Some(failed)), 59, Err(FailedByShutdown)),
+        ("the rule is off", &off, look(Some(failed)), 600, Err(FailedByShutdown)),
+        ("the fresh pod is not Failed by a shutdown", &p, look(Some(FreshPod { failed_by_shutdown: false, ..failed })), 600, Err(FailedByShutdown)),
+        ("no fresh read of the pod", &p, look(None), 600, Err(FreshTarget)),
+        ("another pod of that name", &p, look(Some(FreshPod { uid: Some("new"), ..failed })), 600, Err(FreshTarget)),
+        ("on another node", &p, look(Some(FreshPod { node: "n2", ..failed })), 600, Err(FreshTarget)),
+        ("Terminating already", &p, look(Some(FreshPod { terminating: true, ..failed })), 600, Err(FreshTarget)),
+        ("the policy is in DryRun now", &p, dry, 600, Err(Enforcing)),
+    ];
+    for (case, p, look, now, want) in table {
+        assert_eq!(check(&delete, p, &look, None, now), want, "{case}");
     }
 }
 

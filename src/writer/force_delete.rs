@@ -63,7 +63,7 @@ impl Writer {
         {
             return not_sent;
         }
-        let deleted = self.delete_pod(&admitted, &fd.pod).await;
+        let deleted = self.delete_pod(&admitted, &fd.pod, Some(0)).await;
         #[cfg(feature = "e2e-hooks")]
         self.hold_after_delete(&fd.pod).await;
         deleted
@@ -131,10 +131,17 @@ impl Writer {
         }
     }
 
-    /// DELETE with grace 0 and a UID precondition, if this replica leads.
-    async fn delete_pod(&self, _admitted: &Admitted, pod: &PodTarget) -> Sent {
+    /// DELETE with a UID precondition, if this replica leads: with grace 0 (a force delete),
+    /// or with none given (`None`: the pod's own, which the API server makes 0 for a pod
+    /// already Failed or Succeeded).
+    pub(super) async fn delete_pod(
+        &self,
+        _admitted: &Admitted,
+        pod: &PodTarget,
+        grace_seconds: Option<u32>,
+    ) -> Sent {
         let params = DeleteParams {
-            grace_period_seconds: Some(0),
+            grace_period_seconds: grace_seconds,
             preconditions: Some(Preconditions {
                 uid: Some(pod.uid.clone()),
                 resource_version: None,

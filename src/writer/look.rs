@@ -263,13 +263,17 @@ pub(crate) fn last_look<'a>(
     policy: Option<&RemediationPolicy>,
 ) -> LastLook<'a> {
     LastLook {
-        pod: pod.map(|p| FreshPod {
-            uid: p.metadata.uid.as_deref(),
-            terminating: p.metadata.deletion_timestamp.is_some(),
-            node: p.spec.as_ref().and_then(|s| s.node_name.as_deref()).unwrap_or_default(),
-            excluded: excluded(p.metadata.annotations.as_ref()),
-            stale: pod_record(&WatchedPod::from(p))
-                .is_some_and(|r| r.view.stale_ready_since.is_some()),
+        pod: pod.map(|p| {
+            let record = pod_record(&WatchedPod::from(p));
+            let view = record.as_ref().map(|r| &r.view);
+            FreshPod {
+                uid: p.metadata.uid.as_deref(),
+                terminating: p.metadata.deletion_timestamp.is_some(),
+                node: p.spec.as_ref().and_then(|s| s.node_name.as_deref()).unwrap_or_default(),
+                excluded: excluded(p.metadata.annotations.as_ref()),
+                stale: view.is_some_and(|v| v.stale_ready_since.is_some()),
+                failed_by_shutdown: view.is_some_and(|v| v.shutdown_reason.is_some()),
+            }
         }),
         node: node.map(|n| {
             let view = node_view(n);

@@ -295,6 +295,9 @@ impl Writer {
                 self.remove_finalizers(action, rf, policy, validated).await
             }
             Action::Evict(evict) => self.evict(action, evict, policy, validated).await,
+            Action::DeleteShutdownPod(delete) => {
+                self.delete_shutdown_pod(action, delete, policy, validated).await
+            }
             Action::Node(na) => self.act_on_node(action, na, policy, validated).await,
         }
     }
@@ -386,6 +389,7 @@ impl Writer {
     }
 }
 
+mod delete_shutdown_pod;
 #[cfg(feature = "e2e-hooks")]
 mod e2e_hooks;
 mod events;

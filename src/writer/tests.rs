@@ -44,13 +44,23 @@ struct World {
     /// The pod carries `DisruptionTarget` True and the phase Failed already (a run that stopped
     /// between its status write and its DELETE).
     disrupted: bool,
+    /// `web-0` is Failed with this `status.reason` (not Terminating) rather than Terminating.
+    failed: Option<&'static str>,
 }
 
-const DEAD: World =
-    World { pod_uid: "uid-1", lease_renewed: RENEWED, policy_mode: "Enforce", disrupted: false };
+const DEAD: World = World {
+    pod_uid: "uid-1",
+    lease_renewed: RENEWED,
+    policy_mode: "Enforce",
+    disrupted: false,
+    failed: None,
+};
 
 /// `web-0` as the world holds it.
 fn world_pod(world: World) -> Value {
+    if let Some(reason) = world.failed {
+        return failed_pod(world.pod_uid, reason);
+    }
     let mut pod = pod(world.pod_uid);
     if world.disrupted {
         pod["status"] = json!({ "phase": "Failed", "conditions": [
@@ -110,6 +120,14 @@ fn named_pod(i: usize, uid: &str) -> Value {
     if i > 0 {
         pod["metadata"]["uid"] = json!(format!("uid-{}", i + 1));
     }
+    pod
+}
+
+/// `web-0` on n1, left Failed with `status.reason` `reason`.
+fn failed_pod(uid: &str, reason: &str) -> Value {
+    let mut pod = pod(uid);
+    pod["metadata"]["deletionTimestamp"] = Value::Null;
+    pod["status"] = json!({ "phase": "Failed", "reason": reason });
     pod
 }
 
@@ -401,4 +419,47 @@ async fn force_deletes_on_one_node_share_their_reads_and_send_events_after_the_d
         .collect();
     assert_eq!(events.len(), 10, "{seen:?}");
     assert!(events.iter().all(|&i| i > last_delete), "{seen:?}");
+}
+
+/// A pod left Failed by a graceful shutdown, seen so long ago: the rule's policy and a pod
+/// still Failed so in the fresh read get a normal DELETE (no grace period given) with a UID
+/// precondition; a pod Failed for another reason in the fresh read gets none.
+#[tokio::test]
+async fn a_shutdown_pod_is_deleted_normally_with_a_uid_precondition() {
+    let delete = Action::DeleteShutdownPod(crate::core::DeleteShutdownPod {
+        pod: PodTarget {
+            namespace: "ns".into(),
+            name: "web-0".into(),
+            uid: "uid-1".into(),
+            node: "n1".into(),
+            owner: None,
+            reason: "Failed with reason Terminated".into(),
+            threshold: Timestamp::UNIX_EPOCH,
+            shutdown_seen: None,
+        },
+        shutdown_reason: "Terminated".into(),
+        seen: Timestamp::UNIX_EPOCH,
+    });
+    let mut p = policy("Enforce");
+    p.spec.failed_by_shutdown.enabled = true;
+    for (case, reason, want, deletes) in [
+        ("still Failed by the shutdown", "Terminated", ActionResult::Done, 1),
+        ("Failed for another reason now", "Evicted", ActionResult::Skipped, 0),
+    ] {
+        let (client, handle) = mock();
+        let world = World { failed: Some(reason), ..DEAD };
+        let server = tokio::spawn(serve(handle, world));
+        let writer = Writer::new(client, Arc::new(Metrics::new()), None);
+        let outcomes =
+            writer.execute(&p, &validated(&p), std::slice::from_ref(&delete), Timestamp::now).await;
+        let seen = server.await.expect("mock server");
+        assert_eq!(outcomes[0].record.result, want, "{case}: {outcomes:?}");
+        let sent: Vec<_> = seen.iter().filter(|(m, _, _)| m == Method::DELETE).collect();
+        assert_eq!(sent.len(), deletes, "{case}: {seen:?}");
+        if let Some((_, uri, body)) = sent.first() {
+            assert!(uri.starts_with("/api/v1/namespaces/ns/pods/web-0"), "{uri}");
+            assert_eq!(body["preconditions"]["uid"], "uid-1", "{body}");
+            assert!(body.get("gracePeriodSeconds").is_none(), "a normal delete: {body}");
+        }
+    }
 }

@@ -12,6 +12,7 @@ mod chart;
 mod control_plane;
 mod disruption;
 mod explain;
+mod failed_by_shutdown;
 mod faults;
 mod fixtures;
 mod leader;
@@ -86,6 +87,7 @@ fn main() {
         safety_nodes::trials(),
         safety_pods::trials(),
         stale_readiness::trials(),
+        failed_by_shutdown::trials(),
         chart::trials(),
         leader::trials(),
         metrics::trials(),

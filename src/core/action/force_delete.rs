@@ -307,6 +307,7 @@ mod tests {
             node: "n1",
             excluded: false,
             stale: false,
+            failed_by_shutdown: false,
         };
         let dead = FreshNode {
             observation: node("n1", "dead").observation,

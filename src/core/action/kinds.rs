@@ -86,6 +86,18 @@ pub fn spec(kind: ActionKind) -> KindSpec {
             acted_key: Some(str::to_string),
             resolution: Some(GoneOrTerminating),
         },
+        ActionKind::DeleteShutdownPod => KindSpec {
+            done: "DeletedShutdownPod",
+            would: "WouldDeleteShutdownPod",
+            skipped: "DeleteShutdownPodSkipped",
+            failed: "DeleteShutdownPodFailed",
+            acting: "delete pod left Failed by a node shutdown",
+            would_act: "would delete pod left Failed by a node shutdown",
+            not_done: "action failed",
+            acted_key: Some(str::to_string),
+            // A Failed pod is removed at once (no finalizer left): gone.
+            resolution: Some(Gone),
+        },
         ActionKind::Cordon => node("Cordoned", "WouldCordon", "CordonSkipped", "CordonFailed"),
         ActionKind::OutOfServiceTaint => node(
             "TaintedOutOfService",
@@ -147,6 +159,8 @@ mod tests {
             (ActionKind::ForceDelete, Mode::Enforce, Pending, "ForceDeleteSkipped"),
             (ActionKind::Evict, Mode::DryRun, Skipped, "WouldEvict"),
             (ActionKind::RemoveFinalizers, Mode::Enforce, Done, "RemovedFinalizers"),
+            (ActionKind::DeleteShutdownPod, Mode::Enforce, Done, "DeletedShutdownPod"),
+            (ActionKind::DeleteShutdownPod, Mode::DryRun, WouldAct, "WouldDeleteShutdownPod"),
         ];
         for (kind, mode, result, want) in table {
             assert_eq!(event_reason(kind, mode, result), want);

@@ -22,6 +22,8 @@ pub struct FreshPod<'a> {
     /// Left Ready=False with every container, init container, sidecar and readiness gate
     /// satisfied, as the watch would judge it now.
     pub stale: bool,
+    /// Failed with a graceful node shutdown's `status.reason`, as the watch would judge it now.
+    pub failed_by_shutdown: bool,
 }
 
 /// What a fresh read of the pod's node says (`None` in [`LastLook::node`]: the Node is gone).

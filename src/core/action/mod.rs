@@ -13,6 +13,7 @@ use jiff::Timestamp;
 use super::observed::OwnerKey;
 use crate::crd::{ActionKind, FencingSpec};
 
+mod delete_shutdown_pod;
 mod evict;
 mod force_delete;
 pub mod kinds;
@@ -21,6 +22,7 @@ mod node;
 mod remove_finalizers;
 mod skip;
 
+pub use delete_shutdown_pod::DeleteShutdownPod;
 pub use evict::Evict;
 pub use force_delete::{
     DISRUPTION_REASON, DISRUPTION_TARGET, DisruptionWrite, ForceDelete, PodPhaseNow,
@@ -185,6 +187,7 @@ pub enum Action {
     Node(NodeAction),
     RemoveFinalizers(RemoveFinalizers),
     Evict(Evict),
+    DeleteShutdownPod(DeleteShutdownPod),
 }
 
 impl Action {
@@ -195,6 +198,7 @@ impl Action {
             Action::Node(a) => a,
             Action::RemoveFinalizers(a) => a,
             Action::Evict(a) => a,
+            Action::DeleteShutdownPod(a) => a,
         }
     }
 

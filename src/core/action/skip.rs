@@ -18,6 +18,8 @@ pub enum Skip {
     PodTerminatingAlready,
     /// A stale Ready=False pod its kubelet repaired, or with something not ready.
     PodNoLongerStale,
+    /// A pod that is no longer Failed with a graceful node shutdown's reason.
+    PodNoLongerFailedByShutdown,
     PodMoved {
         to: String,
     },
@@ -97,6 +99,9 @@ impl fmt::Display for Skip {
             Skip::PodNoLongerStale => {
                 "the pod is no longer left Ready=False with everything ready (its kubelet \
                  repaired it, or something in it is not ready); left alone"
+            }
+            Skip::PodNoLongerFailedByShutdown => {
+                "the pod is no longer Failed by a graceful node shutdown; left alone"
             }
             Skip::PodMoved { to } => return write!(f, "pod moved to node {to:?}"),
             Skip::PodExcluded => {

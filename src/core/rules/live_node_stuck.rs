@@ -114,18 +114,8 @@ mod tests {
 
     fn live() -> NodeSummary {
         NodeSummary {
-            name: "n1".into(),
-            state: NodeState::Healthy,
-            excluded: false,
-            deleted: false,
-            fenced_by: None,
-            dead_at: None,
             why: "Ready".into(),
-            lease_renewed: None,
-            held_alive: None,
-            death: None,
-            hold: None,
-            shutdown_seen: None,
+            ..crate::core::observed::fixtures::node_summary("n1", NodeState::Healthy)
         }
     }
 

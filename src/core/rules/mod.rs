@@ -6,6 +6,7 @@
 //! The candidates still have to pass the guards every destructive action shares
 //! ([`crate::core::guards`]); the plan spends those, oldest threshold first.
 
+pub mod failed_by_shutdown;
 pub mod live_node_stuck;
 pub mod node_actions;
 pub mod recreate_rollouts;

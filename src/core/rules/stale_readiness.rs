@@ -155,20 +155,7 @@ mod tests {
     }
 
     fn summary(state: NodeState) -> NodeSummary {
-        NodeSummary {
-            name: "n1".into(),
-            state,
-            excluded: false,
-            deleted: false,
-            fenced_by: None,
-            dead_at: None,
-            why: String::new(),
-            lease_renewed: None,
-            held_alive: None,
-            death: None,
-            hold: None,
-            shutdown_seen: None,
-        }
+        fixtures::node_summary("n1", state)
     }
 
     #[test]

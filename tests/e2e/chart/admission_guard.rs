@@ -5,13 +5,15 @@
 //! policy, naming it: a DELETE of a running pod, a DELETE of a Ready node, node patches adding a
 //! label or a taint, a finalizer removed from a running pod, a label added to a Terminating pod,
 //! the operator's DisruptionTarget condition on a running pod, another condition or a label
-//! written through a Terminating pod's status.
+//! written through a Terminating pod's status, a DELETE of a pod Failed for another reason than
+//! a graceful node shutdown.
 //! And real remediations pass through it: the operator, run with the chart's arguments as that
 //! ServiceAccount under a policy in Enforce, force-deletes a pod stuck Terminating on a killed
 //! node, cordons the node, adds the out-of-service taint (the cloud provider's shutdown taint is
 //! the fencing evidence) and deletes the Node, and removes an allowlisted finalizer from a pod
-//! stuck Terminating on a live node: each recorded Done in the policy status, where a refusal
-//! would show as Failed with the API server's answer.
+//! stuck Terminating on a live node, and deletes a pod left Failed by a graceful node shutdown:
+//! each recorded Done in the policy status, where a refusal would show as Failed with the API
+//! server's answer.
 
 use std::time::Duration;
 
@@ -28,6 +30,7 @@ use kube_remediator::crd::{
 use serde_json::json;
 
 use super::install::{client_for, write_impersonating_kubeconfig};
+use crate::failed_by_shutdown::fail_pod;
 use crate::fixtures::uid;
 use crate::support::chart::{Helm, helm_async, package};
 use crate::support::env::{TEST_LABEL, ZONE_LABEL, pod_is_ready};
@@ -66,8 +69,14 @@ async fn guard(env: &TestEnv) -> Result<()> {
         create_pod(env, "frozen", &healthy, true, true),
         create_pod(env, "held", &healthy, true, false),
         create_pod(env, "doomed", &victim, false, false),
+        create_pod(env, "pressure", &healthy, false, false),
+        create_pod(env, "shut", &healthy, false, false),
     )?;
     env.delete_gracefully("frozen", 1).await?;
+    // Ended by their kubelet: by a memory-pressure eviction, and by a graceful node shutdown.
+    fail_pod(env, "pressure", "Evicted").await?;
+    fail_pod(env, "shut", "Terminated").await?;
+    let shut_uid = uid(&env.pods().get("shut").await?);
 
     // The chart, as users get it (packaged), with the guard on by default and node actions
     // allowed, so that RBAC lets every forged request below reach admission. No operator pods
@@ -98,6 +107,7 @@ async fn guard(env: &TestEnv) -> Result<()> {
                 },
                 "liveNodeStuck": { "delayAfterGrace": "5s" },
                 "finalizers": { "removable": [HOLD], "removeAfter": "0s" },
+                "failedByShutdown": { "enabled": true, "deleteAfter": "0s" },
                 "safety": { "maxUnhealthyNodes": 2, "rateLimit": { "actionsPerMinute": 60 } },
             },
         },
@@ -257,6 +267,10 @@ async fn guard(env: &TestEnv) -> Result<()> {
             pods.patch_status("frozen", &PatchParams::default(), &Patch::Merge(&label)).await,
         ),
     );
+    check(
+        "DELETE of a pod Failed by a memory-pressure eviction",
+        by_guard(&guard, pods.delete("pressure", &DeleteParams::default()).await),
+    );
     ensure!(failures.is_empty(), "{} problems:\n  {}", failures.len(), failures.join("\n  "));
     // And nothing happened to them.
     let running = env.pods().get("running").await?;
@@ -271,6 +285,10 @@ async fn guard(env: &TestEnv) -> Result<()> {
     let held_uid = uid(&env.delete_gracefully("held", 1).await?);
     wait_done(env, "RemoveFinalizers", "held", REMEDIATION_TIMEOUT).await?;
     wait_gone(env, "held", &held_uid).await?;
+    // The pod a graceful shutdown left Failed: deleted (normally) through the guard.
+    wait_done(env, "DeleteShutdownPod", "shut", REMEDIATION_TIMEOUT).await?;
+    wait_gone(env, "shut", &shut_uid).await?;
+    ensure!(env.pods().get_opt("pressure").await?.is_some(), "the evicted pod is gone");
     // On the dead node: its pod (evicted by the node lifecycle controller, Terminating for
     // good) force-deleted, the node cordoned, tainted out-of-service, deleted.
     let doomed = env.wait_terminating("doomed", REMEDIATION_TIMEOUT).await?;
