@@ -117,6 +117,8 @@ pub struct Metrics {
     pub live_node_stuck: Family<CauseLabels, Gauge>,
     /// Pods left Ready=False after a node blip.
     pub stale_ready: Family<PolicyLabels, Gauge>,
+    /// Pods left Ready=True on dead nodes.
+    pub ready_on_dead_node: Family<PolicyLabels, Gauge>,
     /// Reconcile failures by error category.
     pub reconcile_errors: Family<ErrorLabels, Counter>,
     /// How long each policy reconcile took, from reading the state to writing the status.
@@ -172,6 +174,7 @@ impl Metrics {
             pods_needing_fencing: Family::default(),
             live_node_stuck: Family::default(),
             stale_ready: Family::default(),
+            ready_on_dead_node: Family::default(),
             reconcile_errors: Family::default(),
             reconcile_duration: Histogram::new([
                 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
@@ -238,6 +241,11 @@ impl Metrics {
             "stale_ready_pods",
             "Pods on a policy's nodes left Ready=False after a node blip while every container is ready",
             m.stale_ready.clone(),
+        );
+        r.register(
+            "ready_on_dead_node_pods",
+            "Pods on a policy's dead nodes left Ready=True, still in their Services' endpoints",
+            m.ready_on_dead_node.clone(),
         );
         r.register(
             "policy_invalid",
@@ -319,6 +327,7 @@ impl Metrics {
         self.policy_invalid.remove(&PolicyLabels { policy: policy.to_string() });
         self.pods_needing_fencing.remove(&PolicyLabels { policy: policy.to_string() });
         self.stale_ready.remove(&PolicyLabels { policy: policy.to_string() });
+        self.ready_on_dead_node.remove(&PolicyLabels { policy: policy.to_string() });
         for cause in crate::core::live_node_cause::StuckCause::CODES {
             self.live_node_stuck.remove(&CauseLabels { policy: policy.to_string(), cause });
         }

@@ -206,13 +206,42 @@ pub struct PodRecord {
 /// The compact record of a pod, or `None` when the pod is neither Terminating nor left
 /// Ready=False with every container ready (the operator keeps nothing about other pods).
 pub fn pod_record(pod: &WatchedPod) -> Option<PodRecord> {
-    let meta = &pod.metadata;
-    let deletion = meta.deletion_timestamp.as_ref().map(|t| t.0);
+    let deletion = pod.metadata.deletion_timestamp.as_ref().map(|t| t.0);
     let shutdown_reason = deletion.is_none().then(|| shutdown_reason(pod)).flatten();
     let stale_ready_since = match (deletion, &shutdown_reason) {
         (None, None) => Some(stale_ready_since(pod)?),
         _ => None,
     };
+    Some(record(pod, stale_ready_since, shutdown_reason, None))
+}
+
+/// The compact record of a running pod (not Terminating) whose Ready condition is True, kept
+/// while its node is not Ready (`readyOnDeadNode`); `None` for any other pod.
+pub fn ready_pod_record(pod: &WatchedPod) -> Option<PodRecord> {
+    if pod.metadata.deletion_timestamp.is_some() {
+        return None;
+    }
+    let status = pod.status.as_ref()?;
+    if status.phase.as_deref() != Some("Running") {
+        return None;
+    }
+    let ready = status.conditions.as_deref()?.iter().find(|c| c.type_ == "Ready")?;
+    if ready.status != "True" {
+        return None;
+    }
+    let since = ready.last_transition_time.as_ref().map_or(jiff::Timestamp::UNIX_EPOCH, |t| t.0);
+    Some(record(pod, None, None, Some(since)))
+}
+
+/// The record of `pod`, with what made it kept.
+fn record(
+    pod: &WatchedPod,
+    stale_ready_since: Option<jiff::Timestamp>,
+    shutdown_reason: Option<String>,
+    ready_since: Option<jiff::Timestamp>,
+) -> PodRecord {
+    let meta = &pod.metadata;
+    let deletion = meta.deletion_timestamp.as_ref().map(|t| t.0);
     let spec = pod.spec.as_ref();
     let owner = meta.owner_references.as_ref().and_then(|refs| {
         refs.iter().find(|r| r.controller == Some(true)).map(|r| OwnerRef {
@@ -232,7 +261,7 @@ pub fn pod_record(pod: &WatchedPod) -> Option<PodRecord> {
             _ => None,
         })
         .collect();
-    Some(PodRecord {
+    PodRecord {
         view: PodView {
             namespace: meta.namespace.clone().unwrap_or_default(),
             name: meta.name.clone().unwrap_or_default(),
@@ -256,9 +285,10 @@ pub fn pod_record(pod: &WatchedPod) -> Option<PodRecord> {
             stale_seen: None,
             terminating_seen: None,
             shutdown_seen: None,
+            ready_since,
         },
         claims,
-    })
+    }
 }
 
 /// An inline volume of a kind only one node can write at a time (a cloud or network block

@@ -176,7 +176,9 @@ fn node_facts(observed: &Observed, node: &str) -> Value {
 /// Why a Terminating pod on a Ready node is still there (field incident 3); `null` otherwise.
 fn diagnosis(pod: &Pod, observed: &Observed, node: &str, now: Timestamp) -> Value {
     let watched = crate::adapters::WatchedPod::from(pod);
-    let Some(record) = crate::adapters::pod_record(&watched) else { return Value::Null };
+    let Some(record) = crate::adapters::pod_record(&watched) else {
+        return ready_on_dead_node(&watched, observed, node);
+    };
     if let Some(since) = record.view.stale_ready_since {
         return json!({ "cause": "StaleReadiness", "summary": format!(
             "Ready=False since {since} although every container is ready: the node lifecycle \
@@ -206,6 +208,29 @@ fn diagnosis(pod: &Pod, observed: &Observed, node: &str, now: Timestamp) -> Valu
     }
     let cause: StuckCause = diagnose(&record.view, &view.observation);
     json!({ "cause": cause.code(), "summary": cause.detail() })
+}
+
+/// A pod Ready=True on a node that is not Ready: what the node lifecycle controller left;
+/// `null` otherwise.
+fn ready_on_dead_node(
+    watched: &crate::adapters::WatchedPod,
+    observed: &Observed,
+    node: &str,
+) -> Value {
+    let Some(record) = crate::adapters::ready_pod_record(watched) else { return Value::Null };
+    let Some(view) = observed.nodes.iter().find(|n| n.observation.name == node) else {
+        return Value::Null;
+    };
+    if view.observation.readiness == Readiness::Ready {
+        return Value::Null;
+    }
+    let since = record.view.ready_since.map(|t| t.to_string()).unwrap_or_default();
+    json!({ "cause": "ReadyOnDeadNode", "summary": format!(
+        "Ready=True since {since} while its node {node} is not Ready ({}): the node lifecycle \
+         controller did not mark it not Ready, so its Services still send it traffic \
+         (kubernetes/kubernetes#112733); the policies below say whether the node is dead",
+        view.observation.readiness.as_str()
+    ) })
 }
 
 /// What one policy does about the pod.

@@ -150,6 +150,11 @@ fn to_json(p: &PolicyPlan, now: Timestamp, note: &str) -> serde_json::Value {
             "namespace": s.namespace, "pod": s.name, "node": s.node,
             "readyFalseSince": s.ready_false_since.to_string(), "note": s.note,
         })).collect::<Vec<_>>(),
+        "readyOnDeadNodePods": plan.ready_on_dead.iter().map(|r| json!({
+            "namespace": r.namespace, "pod": r.name, "node": r.node,
+            "readySince": r.ready_since.to_string(),
+            "nodeDeadSince": r.node_dead_since.map(|t| t.to_string()), "note": r.note,
+        })).collect::<Vec<_>>(),
         "notActing": waiting,
         "unhealthyNodes": nodes,
         "nextDeadline": plan.next_deadline.map(|t| t.to_string()),
@@ -261,6 +266,16 @@ fn print_plan(p: &PolicyPlan, plan: &Plan, now: Timestamp) {
             s.node.clone(),
             s.ready_false_since.to_string(),
             s.note.clone(),
+        ]);
+    }
+    t.print_if_any("  ");
+    let mut t = Table::new(["LEFT READY=TRUE ON A DEAD NODE", "NODE", "READY SINCE", "WHAT"]);
+    for r in &plan.ready_on_dead {
+        t.row([
+            format!("{}/{}", r.namespace, r.name),
+            r.node.clone(),
+            r.ready_since.to_string(),
+            r.note.clone(),
         ]);
     }
     t.print_if_any("  ");

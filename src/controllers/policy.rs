@@ -462,6 +462,7 @@ fn export(metrics: &Metrics, policy: &str, gauges: &Gauges) {
     metrics.circuit_open.get_or_create(&labels).set(i64::from(gauges.circuit_open));
     metrics.pods_needing_fencing.get_or_create(&labels).set(count(gauges.needing_fencing));
     metrics.stale_ready.get_or_create(&labels).set(count(gauges.stale_ready));
+    metrics.ready_on_dead_node.get_or_create(&labels).set(count(gauges.ready_on_dead_node));
     for &(cause, n) in &gauges.live_node_stuck {
         let labels = CauseLabels { policy: policy.to_string(), cause };
         metrics.live_node_stuck.get_or_create(&labels).set(count(n));

@@ -17,7 +17,8 @@ use super::observed::{NodeView, Observed};
 use super::pending_resolution::{PodNow, node_action_took_effect, resolve_failed, resolve_pending};
 use super::plan::{Plan, plan};
 use super::pod_notices::{
-    FencingNotice, PodNotice, held_by_finalizers, needs_fencing, stale_ready, stuck_on_live_nodes,
+    FencingNotice, PodNotice, held_by_finalizers, needs_fencing, ready_on_dead_node, stale_ready,
+    stuck_on_live_nodes,
 };
 use super::policy::ValidatedPolicy;
 use super::status::{Evaluation, blocked_rollouts_in_scope, desired_status, hold_counts};
@@ -87,6 +88,8 @@ pub struct Gauges {
     pub needing_fencing: usize,
     /// Pods left Ready=False after a node blip.
     pub stale_ready: usize,
+    /// Pods left Ready=True on dead nodes.
+    pub ready_on_dead_node: usize,
     /// Pods stuck Terminating on live nodes, by cause code (every code, zero included).
     pub live_node_stuck: Vec<(&'static str, usize)>,
     /// Pods Terminating past their deletionTimestamp, by the state of their node (every
@@ -107,7 +110,11 @@ pub fn decide(
     let gauges = gauges(observed, &plan, fencing.len(), now);
     let held = fencing.into_iter().chain(held_by_finalizers(&plan)).collect();
     let (fencing_notices, fencing_notified) = history.new_fencing_notices(held);
-    let pods = stuck_on_live_nodes(&plan).into_iter().chain(stale_ready(&plan)).collect();
+    let pods = stuck_on_live_nodes(&plan)
+        .into_iter()
+        .chain(stale_ready(&plan))
+        .chain(ready_on_dead_node(&plan))
+        .collect();
     let (pod_notices, pod_notified) = history.new_pod_notices(pods);
     let (node_notices, node_notified) = new_node_notices(&plan, observed, history.node_notified());
     let (evidence, held_alive) = history.evidence_news(&plan);
@@ -220,6 +227,7 @@ fn gauges(observed: &Observed, plan: &Plan, needing_fencing: usize, now: Timesta
         circuit_open: plan.storm.holds(),
         needing_fencing,
         stale_ready: plan.stale.len(),
+        ready_on_dead_node: plan.ready_on_dead.len(),
         live_node_stuck: causes.to_vec(),
         stuck_pods: stuck.to_vec(),
     }

@@ -377,6 +377,10 @@ pub struct PodView {
     /// When the operator first saw the pod Failed by a shutdown, by its own clock
     /// (`failedByShutdown.deleteAfter` is counted from here).
     pub shutdown_seen: Option<Timestamp>,
+    /// A running pod (not Terminating) whose Ready condition is True, kept only while its node
+    /// is not Ready ([`crate::adapters::ready_pod_record`]): when the condition went True, as
+    /// written in it. `None` for every other pod.
+    pub ready_since: Option<Timestamp>,
     /// The Recreate Deployment or StatefulSet whose rollout this pod blocks, if any (filled by
     /// the controller from [`crate::core::rollouts::blocked_rollouts`]).
     pub blocks_rollout: Option<WorkloadRef>,
@@ -567,6 +571,7 @@ pub mod fixtures {
             stale_seen: None,
             shutdown_reason: None,
             shutdown_seen: None,
+            ready_since: None,
             // Seen when the delete was requested (deletionTimestamp minus the grace period).
             terminating_seen: Some("2026-01-01T00:07:30Z".parse().expect("ts")),
         }

@@ -23,6 +23,7 @@ use super::policy::{MaxUnhealthy, ValidatedPolicy};
 use super::rules::failed_by_shutdown::{ShutdownFindings, shutdown_pods};
 use super::rules::live_node_stuck::StuckPod;
 use super::rules::node_actions::NodeFindings;
+use super::rules::ready_on_dead_node::{ReadyOnDeadPod, ready_on_dead_nodes};
 use super::rules::stale_readiness::{StaleFindings, StalePod, stale_pods};
 use super::rules::{Candidate, Findings, release_terminating_pods};
 use super::storm::{OWN_DELETIONS_COUNT_FOR, Storm, advance};
@@ -63,6 +64,8 @@ pub struct Plan {
     pub stuck: Vec<StuckPod>,
     /// Pods left Ready=False after a node blip (staleReadiness).
     pub stale: Vec<StalePod>,
+    /// Pods left Ready=True on dead nodes (readyOnDeadNode).
+    pub ready_on_dead: Vec<ReadyOnDeadPod>,
     /// The policy's own reading of the storm guard (`safety.maxUnhealthyNodes`).
     pub circuit: Circuit,
     /// The storm guard over time: the cluster-wide reading, latch and cool-down. Every action
@@ -126,6 +129,8 @@ pub fn plan(observed: &Observed, policy: &ValidatedPolicy, now: Timestamp) -> Pl
     deadlines.extend(shutdown_deadlines);
     candidates.extend(deletes.into_iter().map(|action| Candidate { decision: None, action }));
 
+    let ready_on_dead = ready_on_dead_nodes(observed, &nodes, policy);
+
     let candidates = held_by_nodes(candidates, &mut decisions, &mut stale, &nodes);
     let (mut actions, waits) =
         spend_guards(candidates, &mut decisions, observed, policy, storm.refusal(), now);
@@ -155,6 +160,7 @@ pub fn plan(observed: &Observed, policy: &ValidatedPolicy, now: Timestamp) -> Pl
         nodes: nodes.into_values().collect(),
         stuck,
         stale,
+        ready_on_dead,
         circuit,
         storm,
         next_deadline: deadlines.into_iter().filter(|t| *t > now).min(),
@@ -467,6 +473,7 @@ mod tests {
             stale_seen: None,
             shutdown_reason: None,
             shutdown_seen: None,
+            ready_since: None,
             terminating_seen: Some(t(7, 30)),
         }
     }

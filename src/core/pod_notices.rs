@@ -179,6 +179,23 @@ pub fn stale_ready(plan: &Plan) -> Vec<PodNotice> {
         .collect()
 }
 
+/// Every pod of `plan` left Ready=True on a dead node.
+pub fn ready_on_dead_node(plan: &Plan) -> Vec<PodNotice> {
+    plan.ready_on_dead
+        .iter()
+        .map(|r| PodNotice {
+            namespace: r.namespace.clone(),
+            pod: r.name.clone(),
+            uid: r.uid.clone(),
+            reason: "ReadyOnDeadNode",
+            cause: "ReadyOnDeadNode",
+            quote_kubelet: false,
+            evidence: r.node.clone(),
+            note: format!("pod {}/{}: {}", r.namespace, r.name, r.note),
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -216,6 +233,7 @@ mod tests {
             nodes: vec![],
             stuck: vec![],
             stale: vec![],
+            ready_on_dead: vec![],
             circuit: Circuit::evaluate(0, 1, MaxUnhealthy::Count(1)),
             storm: advance(
                 Circuit::evaluate(0, 1, MaxUnhealthy::Count(1)),

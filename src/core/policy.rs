@@ -119,6 +119,8 @@ pub struct ValidatedPolicy {
     pub stale_readiness: Option<StaleReadiness>,
     /// `failedByShutdown.deleteAfter`, `None` when the rule is disabled.
     pub failed_by_shutdown: Option<SignedDuration>,
+    /// `readyOnDeadNode.enabled`.
+    pub ready_on_dead_node: bool,
 }
 
 /// `nodeLifecycle`: whether a node in maintenance is left alone, and how long a graceful
@@ -293,6 +295,7 @@ pub fn validate(spec: &RemediationPolicySpec) -> Result<ValidatedPolicy, Invalid
                 finalizers,
                 stale_readiness,
                 failed_by_shutdown,
+                ready_on_dead_node: spec.ready_on_dead_node.enabled,
             })
         }
         _ => Err(InvalidPolicy { reason: problems.join("; ") }),

@@ -230,6 +230,7 @@ mod tests {
             stale_seen: None,
             shutdown_reason: None,
             shutdown_seen: None,
+            ready_since: None,
             terminating_seen: None,
         }
     }

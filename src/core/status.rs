@@ -14,7 +14,8 @@ use super::plan::Plan;
 use super::policy::{InvalidPolicy, ValidatedPolicy};
 use crate::crd::{
     ActionResult, BlockedRolloutStatus, CircuitStatus, MAX_RECENT_ACTIONS, NodeLeftAloneStatus,
-    RecentAction, RemediationPolicyStatus, StaleReadyPodStatus, StuckPodStatus,
+    ReadyOnDeadNodePodStatus, RecentAction, RemediationPolicyStatus, StaleReadyPodStatus,
+    StuckPodStatus,
 };
 
 /// Condition type: the policy is valid and evaluated against synced caches.
@@ -174,6 +175,17 @@ pub fn desired_status(
                     name: s.name.clone(),
                     node: s.node.clone(),
                     ready_false_since: Some(Time(s.ready_false_since)),
+                })
+                .collect();
+            status.ready_on_dead_node_pods = plan
+                .ready_on_dead
+                .iter()
+                .take(MAX_RECENT_ACTIONS)
+                .map(|r| ReadyOnDeadNodePodStatus {
+                    namespace: r.namespace.clone(),
+                    name: r.name.clone(),
+                    node: r.node.clone(),
+                    node_dead_since: r.node_dead_since.map(Time),
                 })
                 .collect();
         }
@@ -414,6 +426,7 @@ mod tests {
             nodes: vec![],
             stuck: vec![],
             stale: vec![],
+            ready_on_dead: vec![],
             storm: advance(circuit.clone(), calm, None, StormSettings::default(), None, now),
             circuit,
             next_deadline: None,

@@ -155,3 +155,24 @@ impl Default for FailedByShutdownSpec {
         FailedByShutdownSpec { enabled: false, delete_after: "1h".into() }
     }
 }
+
+/// Pods left Ready=True on a dead node (kubernetes/kubernetes#112733, #125618, #135205): the
+/// node lifecycle controller marks a node's pods not Ready only when it sees the node's Ready
+/// condition go from True to not True itself. A kubelet that reported NotReady before it went
+/// silent, or a pod status the kubelet sent that landed after the marking, leaves them Ready:
+/// their Services keep sending them traffic until the taint manager evicts them (after their
+/// tolerationSeconds, 300 by default). Such a pod on a node dead by this policy's evidence
+/// (deadNode) is reported: a ReadyOnDeadNode Event on the pod, the gauge
+/// kube_remediator_ready_on_dead_node_pods, status.readyOnDeadNodePods, `plan` and `explain`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ReadyOnDeadNodeSpec {
+    /// Whether pods left Ready=True on dead nodes are reported. Default true.
+    pub enabled: bool,
+}
+
+impl Default for ReadyOnDeadNodeSpec {
+    fn default() -> Self {
+        ReadyOnDeadNodeSpec { enabled: true }
+    }
+}

@@ -145,6 +145,10 @@ pub struct RemediationPolicySpec {
     /// with enabled.
     pub failed_by_shutdown: FailedByShutdownSpec,
 
+    /// Pods left Ready=True on a node dead by this policy's evidence, still receiving their
+    /// Services' traffic: reported.
+    pub ready_on_dead_node: ReadyOnDeadNodeSpec,
+
     /// Storm guards: when to stop acting, and how fast to act.
     pub safety: SafetySpec,
 }
@@ -167,6 +171,7 @@ impl Default for RemediationPolicySpec {
             finalizers: FinalizersSpec::default(),
             stale_readiness: StaleReadinessSpec::default(),
             failed_by_shutdown: FailedByShutdownSpec::default(),
+            ready_on_dead_node: ReadyOnDeadNodeSpec::default(),
             safety: SafetySpec::default(),
         }
     }
@@ -547,8 +552,8 @@ impl Default for RateLimitSpec {
 mod live_node_rules;
 mod node_lifecycle;
 pub use live_node_rules::{
-    FailedByShutdownSpec, FinalizersSpec, LiveNodeStuckSpec, StaleReadinessAction,
-    StaleReadinessSpec,
+    FailedByShutdownSpec, FinalizersSpec, LiveNodeStuckSpec, ReadyOnDeadNodeSpec,
+    StaleReadinessAction, StaleReadinessSpec,
 };
 pub use node_lifecycle::{
     APPLIED_BY_US, GRACEFUL_SHUTDOWN_CONDITION, MAINTENANCE_CONDITIONS, MAINTENANCE_PLANNED,
@@ -558,8 +563,8 @@ pub use node_lifecycle::{
 mod status;
 pub use status::{
     ActionKind, ActionResult, BlockedRolloutStatus, CircuitState, CircuitStatus,
-    NodeLeftAloneStatus, RecentAction, RemediationPolicyStatus, StaleReadyPodStatus,
-    StuckPodStatus,
+    NodeLeftAloneStatus, ReadyOnDeadNodePodStatus, RecentAction, RemediationPolicyStatus,
+    StaleReadyPodStatus, StuckPodStatus,
 };
 
 /// The CustomResourceDefinition as YAML, as applied by Helm and `kubectl apply`.

@@ -66,6 +66,11 @@ pub struct RemediationPolicyStatus {
     #[schemars(length(max = 20))]
     pub nodes_left_alone: Vec<NodeLeftAloneStatus>,
 
+    /// Pods left Ready=True on nodes dead by this policy's evidence (readyOnDeadNode): still
+    /// in their Services' endpoints. At most 20.
+    #[schemars(length(max = 20))]
+    pub ready_on_dead_node_pods: Vec<ReadyOnDeadNodePodStatus>,
+
     /// Recreate Deployments and StatefulSets blocked by Terminating pods on this policy's
     /// nodes, at most 20.
     #[schemars(length(max = 20))]
@@ -148,6 +153,18 @@ pub struct StaleReadyPodStatus {
     /// When its Ready condition went False, as written in it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready_false_since: Option<Time>,
+}
+
+/// A pod left Ready=True on a dead node.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReadyOnDeadNodePodStatus {
+    pub namespace: String,
+    pub name: String,
+    pub node: String,
+    /// When its node became dead by this policy's evidence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_dead_since: Option<Time>,
 }
 
 /// A workload whose rollout is blocked, and by what.

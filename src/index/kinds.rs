@@ -79,7 +79,7 @@ impl Watched for WatchedPod {
         state.apply_pod(obj, now)
     }
     fn delete(state: &mut ClusterState, obj: &Self, _: Timestamp) -> Change {
-        state.delete_pod(uid(obj))
+        state.pod_deleted(obj)
     }
 }
 
@@ -207,8 +207,48 @@ pub fn spawn_watches(
     metrics: Arc<Metrics>,
     lists: InitialLists,
 ) -> Vec<JoinHandle<()>> {
-    let ctx = WatchCtx { state, trigger, metrics, lists };
-    WATCHED.iter().map(|kind| kind.spawn_watch(client.clone(), ctx.clone())).collect()
+    let node_lists = Arc::new(tokio::sync::Notify::new());
+    let ctx = WatchCtx { state, trigger, metrics, lists, node_lists };
+    let mut tasks: Vec<_> =
+        WATCHED.iter().map(|kind| kind.spawn_watch(client.clone(), ctx.clone())).collect();
+    tasks.push(tokio::spawn(list_pods_of_unready_nodes(client, ctx)));
+    tasks
+}
+
+/// Lists the pods of each node that left Ready (`spec.nodeName=<node>`, one request per node
+/// and outage) into the state, whose pod watch follows them from then on: the pods that were
+/// Ready before their node left, which no pod event brings (`readyOnDeadNode`). A failed list
+/// is tried again a second later.
+async fn list_pods_of_unready_nodes(client: Client, ctx: WatchCtx) {
+    let pods: Api<WatchedPod> = Api::all(client);
+    loop {
+        ctx.node_lists.notified().await;
+        let nodes = ctx.state.write().unwrap_or_else(|e| e.into_inner()).take_nodes_to_list();
+        for node in nodes {
+            let params = ListParams::default().fields(&format!("spec.nodeName={node}"));
+            let listed = pods.list(&params).await;
+            let failed = {
+                let mut state = ctx.state.write().unwrap_or_else(|e| e.into_inner());
+                match listed {
+                    Ok(list) => {
+                        if state.apply_listed_pods(&node, &list.items) == Change::Relevant {
+                            ctx.trigger.send_modify(|n| *n = n.wrapping_add(1));
+                        }
+                        None
+                    }
+                    Err(e) => {
+                        state.list_node_again(&node);
+                        Some(e)
+                    }
+                }
+            };
+            if let Some(e) = failed {
+                tracing::warn!(node = %node, error = %e, "cannot list the pods of a node not Ready; retrying");
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                ctx.node_lists.notify_one();
+            }
+        }
+    }
 }
 
 /// Every kind the operator watches, in the order the watches start.

@@ -8,13 +8,13 @@
 //! Every `now` passed in comes from [`crate::clock`]: evidence is timed by the instant *we* saw
 //! it, never by the timestamps other machines wrote into the objects.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolumeClaim};
 
-use crate::adapters::{PodRecord, WatchedPod, node_view, pod_record};
+use crate::adapters::{PodRecord, WatchedPod, node_view, pod_record, ready_pod_record};
 use crate::core::rollouts::{
     ReplicaSetView, RolloutAnalysis, WorkloadKind, WorkloadRef, WorkloadView, blocked_rollouts,
 };
@@ -177,6 +177,13 @@ pub struct ClusterState {
     /// Node UIDs this operator deleted itself, with when: their tombstones are its own write,
     /// never evidence for its own decisions.
     own_node_deletions: HashMap<String, Timestamp>,
+    /// Nodes whose Ready condition is False or Unknown, by name: the pods on them that are
+    /// Ready=True are kept too (`readyOnDeadNode`), listed once when the node leaves Ready
+    /// ([`ClusterState::take_nodes_to_list`]), then followed by the pod watch. With each, the
+    /// UIDs of its pods the pod watch delivered since: the listed copy of those may be older.
+    unready_nodes: HashMap<String, HashSet<String>>,
+    /// Nodes whose pods are to be listed.
+    nodes_to_list: Vec<String>,
     sync: Sync,
 }
 
@@ -270,7 +277,71 @@ impl ClusterState {
                 _ => last_outage,
             };
         }
+        let unready =
+            matches!(view.observation.readiness, Readiness::NotReady | Readiness::Unknown);
+        self.follow_ready_pods(&name, unready);
         self.nodes.put_with(name, view, same_node_evidence)
+    }
+
+    /// Starts keeping the Ready pods of a node that left Ready (its pods are to be listed), or
+    /// stops and forgets them once it is Ready again.
+    fn follow_ready_pods(&mut self, node: &str, unready: bool) {
+        match (unready, self.unready_nodes.contains_key(node)) {
+            (true, false) => {
+                self.unready_nodes.insert(node.to_string(), HashSet::new());
+                self.nodes_to_list.push(node.to_string());
+            }
+            (false, true) => {
+                self.unready_nodes.remove(node);
+                let on_node = |r: &PodRecord| {
+                    r.view.ready_since.is_some() && r.view.node_name.as_deref() == Some(node)
+                };
+                self.pods.live.retain(|_, r| !on_node(r));
+                if let Some(relist) = self.pods.relist.as_mut() {
+                    relist.retain(|_, r| !on_node(r));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The nodes that left Ready since the last call, whose pods are to be listed
+    /// ([`ClusterState::apply_listed_pods`]).
+    pub fn take_nodes_to_list(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.nodes_to_list)
+    }
+
+    /// Whether some node's pods are to be listed.
+    pub fn wants_node_lists(&self) -> bool {
+        !self.nodes_to_list.is_empty()
+    }
+
+    /// The pods of `node` as listed at `now` (`spec.nodeName=<node>`): its Ready pods are kept,
+    /// unless the node is Ready again or the pod watch delivered the pod since the node left
+    /// Ready (the watch's copy is as new as the list's, or newer).
+    pub fn apply_listed_pods(&mut self, node: &str, pods: &[WatchedPod]) -> Change {
+        let Some(delivered) = self.unready_nodes.get(node) else { return Change::None };
+        let mut change = Change::None;
+        for pod in pods {
+            let uid = pod.metadata.uid.clone().unwrap_or_default();
+            let on_node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node);
+            if !on_node || delivered.contains(&uid) || self.pods.live.contains_key(&uid) {
+                continue;
+            }
+            if let Some(record) = ready_pod_record(pod)
+                && self.pods.put(uid, record) == Change::Relevant
+            {
+                change = Change::Relevant;
+            }
+        }
+        change
+    }
+
+    /// The list of a node's pods failed: list them again, if the node is still not Ready.
+    pub fn list_node_again(&mut self, node: &str) {
+        if self.unready_nodes.contains_key(node) {
+            self.nodes_to_list.push(node.to_string());
+        }
     }
 
     /// A Node was deleted, seen at `now`: its last view is kept as a tombstone.
@@ -284,6 +355,8 @@ impl ClusterState {
             self.tombstones.insert(name.to_string(), (view, now));
         }
         self.nodes.remove(name);
+        // Its pods go with it (PodGC): the pod watch forgets their records.
+        self.unready_nodes.remove(name);
         Change::Relevant
     }
 
@@ -333,7 +406,17 @@ impl ClusterState {
     /// Ready=False with every container ready, or left Failed by a graceful node shutdown. When it was first seen so is ours, and kept.
     pub fn apply_pod(&mut self, pod: &WatchedPod, now: Timestamp) -> Change {
         let uid = pod.metadata.uid.clone().unwrap_or_default();
-        match pod_record(pod) {
+        let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
+        let unready_node = node.and_then(|n| self.unready_nodes.get_mut(n));
+        let on_unready_node = unready_node.is_some();
+        if let Some(delivered) = unready_node {
+            delivered.insert(uid.clone());
+        }
+        let record = match pod_record(pod) {
+            None if on_unready_node => ready_pod_record(pod),
+            record => record,
+        };
+        match record {
             Some(mut record) => {
                 let before = self.pods.live.get(&uid).map(|r| &r.view);
                 let view = &mut record.view;
@@ -354,6 +437,16 @@ impl ClusterState {
 
     pub fn delete_pod(&mut self, uid: &str) -> Change {
         self.pods.remove(uid)
+    }
+
+    /// A pod was deleted, as the pod watch delivers it (with its node).
+    pub fn pod_deleted(&mut self, pod: &WatchedPod) -> Change {
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
+        if let Some(delivered) = node.and_then(|n| self.unready_nodes.get_mut(n)) {
+            delivered.insert(uid.clone());
+        }
+        self.pods.remove(&uid)
     }
 
     pub fn apply_namespace(&mut self, ns: &Namespace) -> Change {
@@ -814,6 +907,62 @@ mod tests {
         s.apply_pod(&terminating_pod_on("n1"), at(9));
         let observed = s.observe(at(10), Vec::new(), BTreeSet::new());
         assert_eq!(observed.pods[0].terminating_seen, Some(at(3)));
+    }
+
+    /// A running pod `name` (UID `<name>-uid`) on `node` whose Ready condition is `ready`.
+    fn running_pod(name: &str, node: &str, ready: &str) -> WatchedPod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "namespace": "ns", "uid": format!("{name}-uid")},
+            "spec": {"nodeName": node},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": ready}]},
+        }))
+        .expect("pod")
+    }
+
+    fn ready_pods(s: &ClusterState) -> Vec<String> {
+        let observed = s.observe(at(100), Vec::new(), BTreeSet::new());
+        let mut names: Vec<String> = observed
+            .pods
+            .iter()
+            .filter(|p| p.ready_since.is_some())
+            .map(|p| p.name.clone())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn ready_pods_are_kept_only_while_their_node_is_not_ready() {
+        let mut s = synced(0, &[("n1", "True"), ("n2", "True")]);
+        // Ready pods of a Ready node: nothing kept, nothing to list.
+        s.apply_pod(&running_pod("a", "n1", "True"), at(1));
+        assert!(ready_pods(&s).is_empty());
+        assert!(s.take_nodes_to_list().is_empty());
+        // n1 leaves Ready: its pods are to be listed, once.
+        s.apply_node(&node("n1", "False"), at(2));
+        s.apply_node(&node("n1", "Unknown"), at(3));
+        assert_eq!(s.take_nodes_to_list(), vec!["n1".to_string()]);
+        // The watch delivers b (Ready) and c (marked not Ready) before the list answers; the
+        // list's older copies of them do not count, its copy of a (never delivered since) does;
+        // a pod of another node in the answer is ignored.
+        s.apply_pod(&running_pod("b", "n1", "True"), at(4));
+        s.apply_pod(&running_pod("c", "n1", "False"), at(4));
+        let listed = [
+            running_pod("a", "n1", "True"),
+            running_pod("c", "n1", "True"),
+            running_pod("d", "n2", "True"),
+        ];
+        assert_eq!(s.apply_listed_pods("n1", &listed), Change::Relevant);
+        assert_eq!(ready_pods(&s), vec!["a", "b"]);
+        // a deleted: gone, and a list answering late does not bring it back.
+        s.pod_deleted(&running_pod("a", "n1", "True"));
+        s.apply_listed_pods("n1", &listed);
+        assert_eq!(ready_pods(&s), vec!["b"]);
+        // Ready again: forgotten; a list for it now keeps nothing.
+        s.apply_node(&node("n1", "True"), at(5));
+        assert!(ready_pods(&s).is_empty());
+        assert_eq!(s.apply_listed_pods("n1", &listed), Change::None);
+        assert!(ready_pods(&s).is_empty());
     }
 
     #[test]

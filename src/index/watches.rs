@@ -29,6 +29,8 @@ pub struct WatchCtx {
     pub metrics: Arc<Metrics>,
     /// How each watch gets its initial state.
     pub lists: InitialLists,
+    /// Woken when a node left Ready and its pods are to be listed.
+    pub node_lists: Arc<tokio::sync::Notify>,
 }
 
 /// How a watch gets the current state before following changes.
@@ -125,6 +127,9 @@ async fn consume<K>(
                     state.watch_failed(kind)
                 }
             };
+            if state.wants_node_lists() {
+                ctx.node_lists.notify_one();
+            }
             (change, state.synced(), state.node_count(), state.terminating_pod_count())
         };
         ctx.metrics.caches_synced.set(i64::from(synced));

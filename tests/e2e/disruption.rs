@@ -17,8 +17,8 @@ use kube::api::PostParams;
 use libtest_mimic::Trial;
 use serde_json::json;
 
+use crate::fixtures::renewed_since;
 use crate::fixtures::{PodHistory, SeenPod, force_delete_delay, uid, until};
-use crate::node_actions::renewed_since;
 use crate::prod_e2e;
 use crate::support::cluster::{AuditEntry, Cluster};
 use crate::support::env::ZONE_LABEL;

@@ -189,3 +189,25 @@ impl Drop for PodHistory {
         self.task.abort();
     }
 }
+
+/// Waits until the kubelet of `node` renewed its Lease after `after`: an operator ready at
+/// `after` has seen the node alive by its own clock, and dates its death from a renewal as the
+/// objects do.
+pub async fn renewed_since(
+    env: &crate::support::TestEnv,
+    node: &str,
+    after: jiff::Timestamp,
+) -> Result<()> {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let leases: kube::Api<Lease> = kube::Api::namespaced(env.client.clone(), "kube-node-lease");
+    let what = format!("the Lease of {node} renewed after {after}");
+    crate::support::wait_for(&what, std::time::Duration::from_secs(30), || {
+        let leases = leases.clone();
+        async move {
+            let lease = leases.get_opt(node).await?;
+            let renewed = lease.and_then(|l| l.spec).and_then(|s| s.renew_time).map(|t| t.0);
+            Ok(renewed.filter(|r| *r > after).map(|_| ()))
+        }
+    })
+    .await
+}

@@ -23,6 +23,7 @@ mod node_actions;
 mod node_lifecycle;
 mod operator_errors;
 mod policy_validation;
+mod ready_on_dead_node;
 mod refused;
 mod rollouts;
 mod safety_circuit;
@@ -88,6 +89,7 @@ fn main() {
         safety_pods::trials(),
         stale_readiness::trials(),
         failed_by_shutdown::trials(),
+        ready_on_dead_node::trials(),
         chart::trials(),
         leader::trials(),
         metrics::trials(),

@@ -26,7 +26,7 @@ use libtest_mimic::Trial;
 use serde_json::{Value, json};
 
 use crate::fixtures::stateful_set;
-use crate::fixtures::{secs, uid, until};
+use crate::fixtures::{renewed_since, secs, uid, until};
 use crate::prod_e2e;
 use crate::support::cluster::{AuditEntry, Cluster};
 use crate::support::env::{TEST_LABEL, ZONE_LABEL, node_ready_status, pod_is_ready};
@@ -123,22 +123,6 @@ fn check_record(env: &TestEnv, node: &Node, keys: &[&str]) -> Result<Value> {
 /// The operator of this test, alone (no leader election), ready.
 pub(crate) async fn start_operator(cluster: &Cluster, env: &TestEnv) -> Result<Operator> {
     Operator::start_replica(cluster, env, "", &["--leader-elect=false"]).await
-}
-
-/// Waits until the kubelet of `node` has renewed its Lease after `after` (kwok renews every
-/// 10 s): an operator ready at `after` has then seen the node alive by its own clock, and dates
-/// its death from that renewal, as [`TestEnv::dead_at`] does.
-pub(crate) async fn renewed_since(env: &TestEnv, node: &str, after: Timestamp) -> Result<()> {
-    let leases: Api<Lease> = Api::namespaced(env.client.clone(), "kube-node-lease");
-    wait_for(&format!("the Lease of {node} renewed after {after}"), Duration::from_secs(30), || {
-        let leases = leases.clone();
-        async move {
-            let lease = leases.get_opt(node).await?;
-            let renewed = lease.and_then(|l| l.spec).and_then(|s| s.renew_time).map(|t| t.0);
-            Ok(renewed.filter(|r| *r > after).map(|_| ()))
-        }
-    })
-    .await
 }
 
 /// Waits until the killed `node` is Unknown (with the default grace period, about 50 s after its

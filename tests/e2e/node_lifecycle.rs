@@ -18,10 +18,10 @@ use libtest_mimic::Trial;
 use serde_json::{Value, json};
 
 use crate::explain::{plugin, run};
-use crate::fixtures::{secs, until};
+use crate::fixtures::{renewed_since, secs, until};
 use crate::node_actions::{
     ACT_WITHIN, LEASE_STALE_FOR, NOT_READY_FOR, OUT_OF_SERVICE, SHUTDOWN, TOLERANCE, cordoned,
-    renewed_since, start_operator, wait_node,
+    start_operator, wait_node,
 };
 use crate::prod_e2e;
 use crate::support::cluster::{AuditEntry, Cluster};

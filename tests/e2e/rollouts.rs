@@ -17,8 +17,8 @@ use kube::api::{Patch, PatchParams, PostParams};
 use libtest_mimic::Trial;
 use serde_json::json;
 
+use crate::fixtures::renewed_since;
 use crate::fixtures::{PodHistory, deployment, force_delete_delay, stateful_set, uid, until};
-use crate::node_actions::renewed_since;
 use crate::support::cluster::Cluster;
 use crate::support::env::{HOSTNAME_LABEL, ZONE_LABEL};
 use crate::{e2e, prod_e2e};

@@ -38,7 +38,7 @@ use libtest_mimic::Trial;
 use serde_json::{Value, json};
 
 use crate::fixtures::stateful_set;
-use crate::fixtures::{secs, uid, until};
+use crate::fixtures::{renewed_since, secs, uid, until};
 use crate::prod_e2e;
 use crate::support::cluster::{AuditEntry, Cluster};
 use crate::support::env::{HOSTNAME_LABEL, TEST_LABEL, ZONE_LABEL, node_ready_status};
@@ -152,21 +152,6 @@ async fn wait_node(
     })
     .await?;
     Ok((n, Timestamp::now()))
-}
-
-/// Waits until the kubelet of `node` has renewed its Lease after `after` (kwok renews every
-/// 10 s): an operator ready at `after` has then seen the node alive by its own clock.
-async fn renewed_since(env: &TestEnv, node: &str, after: Timestamp) -> Result<()> {
-    let leases: Api<Lease> = Api::namespaced(env.client.clone(), "kube-node-lease");
-    wait_for(&format!("the Lease of {node} renewed after {after}"), Duration::from_secs(30), || {
-        let leases = leases.clone();
-        async move {
-            let lease = leases.get_opt(node).await?;
-            let renewed = lease.and_then(|l| l.spec).and_then(|s| s.renew_time).map(|t| t.0);
-            Ok(renewed.filter(|r| *r > after).map(|_| ()))
-        }
-    })
-    .await
 }
 
 /// Waits until the killed `node` is Unknown (with the default grace period, about 50 s after its

@@ -12,10 +12,9 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail, ensure};
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{ListParams, Patch, PatchParams};
 use libtest_mimic::Trial;
 use serde_json::{Value, json};
 
@@ -23,7 +22,7 @@ use kube_remediator::crd::{CircuitState, RemediationPolicyStatus};
 
 use crate::fault_e2e;
 use crate::faults::{kill_and_strand, running_pod_on, wait_gone};
-use crate::fixtures::{uid, until};
+use crate::fixtures::{renewed_since, uid, until};
 use crate::support::cluster::Cluster;
 use crate::support::env::{ZONE_LABEL, node_ready_status};
 use crate::support::operator::Operator;
@@ -126,21 +125,6 @@ async fn dead_instant(env: &TestEnv, node: &str) -> Result<Timestamp> {
     })
     .await?;
     env.dead_at(node, NOT_READY_FOR, LEASE_STALE_FOR).await
-}
-
-/// Waits until the kubelet of `node` renewed its Lease after `after`: an operator ready at
-/// `after` has seen the node alive, and dates its death from a renewal as the objects do.
-async fn renewed_since(env: &TestEnv, node: &str, after: Timestamp) -> Result<()> {
-    let leases: Api<Lease> = Api::namespaced(env.client.clone(), "kube-node-lease");
-    wait_for(&format!("the Lease of {node} renewed after {after}"), Duration::from_secs(30), || {
-        let leases = leases.clone();
-        async move {
-            let lease = leases.get_opt(node).await?;
-            let renewed = lease.and_then(|l| l.spec).and_then(|s| s.renew_time).map(|t| t.0);
-            Ok(renewed.filter(|r| *r > after).map(|_| ()))
-        }
-    })
-    .await
 }
 
 /// Fails if the operator sent a DELETE of `pod` or wrote to `node` (audit log), or the pod is

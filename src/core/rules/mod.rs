@@ -9,6 +9,7 @@
 pub mod failed_by_shutdown;
 pub mod live_node_stuck;
 pub mod node_actions;
+pub mod ready_on_dead_node;
 pub mod recreate_rollouts;
 pub mod release_gates;
 pub mod stale_readiness;

@@ -31,7 +31,7 @@ use serde_json::json;
 
 use super::install::{client_for, write_impersonating_kubeconfig};
 use crate::failed_by_shutdown::fail_pod;
-use crate::fixtures::uid;
+use crate::fixtures::{renewed_since, uid};
 use crate::support::chart::{Helm, helm_async, package};
 use crate::support::env::{TEST_LABEL, ZONE_LABEL, pod_is_ready};
 use crate::support::operator::Operator;
@@ -353,21 +353,6 @@ async fn chart_args(env: &TestEnv, fullname: &str) -> Result<Vec<String>> {
         .context("the Deployment has no container")?;
     let args = container.args.context("the Deployment's container has no args")?;
     Ok(args.into_iter().filter(|a| !a.starts_with("--metrics-addr")).collect())
-}
-
-/// Waits until the kubelet of `node` (kwok) has renewed its Lease after `after`.
-async fn renewed_since(env: &TestEnv, node: &str, after: jiff::Timestamp) -> Result<()> {
-    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
-        Api::namespaced(env.client.clone(), "kube-node-lease");
-    wait_for(&format!("the Lease of {node} renewed after {after}"), Duration::from_secs(30), || {
-        let leases = leases.clone();
-        async move {
-            let lease = leases.get_opt(node).await?;
-            let renewed = lease.and_then(|l| l.spec).and_then(|s| s.renew_time).map(|t| t.0);
-            Ok(renewed.filter(|r| *r > after).map(|_| ()))
-        }
-    })
-    .await
 }
 
 /// Whether the request was refused by the admission policy `guard` (403, naming it).
