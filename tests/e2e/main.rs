@@ -34,9 +34,10 @@ mod stale_readiness;
 mod storm;
 mod stuck_terminating;
 
-/// The smoke set: every write the operator makes (force delete, eviction, finalizer removal,
-/// each node action and its undo, status, Events, the leader Lease), the CRD's validation, and the
-/// chart with its admission policy. `tools/test` runs it on the oldest supported Kubernetes
+/// The smoke set: every write the operator makes (force delete with its DisruptionTarget status
+/// write, eviction, finalizer removal, the delete of a pod a shutdown left Failed, each node
+/// action and its undo, status, Events, the leader Lease), the CRD's validation, the live
+/// /metrics, and the chart with its admission policy. `tools/test` runs it on the oldest supported Kubernetes
 /// (`KUBE_REMEDIATOR_E2E_SET=smoke`); the whole suite runs on the newest.
 const SMOKE: &[&str] = &[
     "cp-dead-node",
@@ -53,6 +54,10 @@ const SMOKE: &[&str] = &[
     "na-undo",
     "le-one-leader",
     "le-failover",
+    "dt-job-not-a-failure",
+    "nl-taint-provenance",
+    "fs-shutdown-pods",
+    "me-live-metrics",
     "chart-install",
     "chart-admission-guard",
 ];
