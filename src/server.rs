@@ -6,6 +6,7 @@
 //! warning: nothing here refuses to start. Where a feature is missing the operator says so once
 //! at start-up (and `cluster-info` shows it); no safety check depends on one, so none is lost.
 
+use k8s_openapi::apimachinery::pkg::version::Info;
 use kube::Client;
 use tracing::{info, warn};
 
@@ -56,16 +57,19 @@ pub struct FeatureLine {
 impl ServerFeatures {
     /// Reads the version and discovery. Never fails: what cannot be read is `unknown`.
     pub async fn detect(client: &Client) -> ServerFeatures {
-        let (git_version, minor) = match client.apiserver_version().await {
-            Ok(v) => {
-                let minor = parse_minor(&v.major, &v.minor);
-                (v.git_version, minor)
-            }
-            Err(e) => {
-                warn!(error = %e, "cannot read the API server's version");
-                ("unknown".to_string(), None)
-            }
-        };
+        let version = client
+            .apiserver_version()
+            .await
+            .inspect_err(|e| warn!(error = %e, "cannot read the API server's version"))
+            .ok();
+        Self::for_version(client, version.as_ref()).await
+    }
+
+    /// Like [`ServerFeatures::detect`], with the version already read (`None`: unknown); reads
+    /// discovery only.
+    pub async fn for_version(client: &Client, version: Option<&Info>) -> ServerFeatures {
+        let git_version = version.map_or_else(|| "unknown".to_string(), |v| v.git_version.clone());
+        let minor = version.and_then(|v| parse_minor(&v.major, &v.minor));
         let admission_policies = match client.list_api_group_resources(ADMISSION_POLICY_GROUP).await
         {
             Ok(list) => {
@@ -91,10 +95,7 @@ impl ServerFeatures {
 
     /// How watches get their initial state on this server (see [`InitialLists::for_server`]).
     pub fn initial_lists(&self) -> InitialLists {
-        match self.minor {
-            Some(m) => InitialLists::for_server("1", &m.to_string()),
-            None => InitialLists::Paged,
-        }
+        InitialLists::for_server(self.minor)
     }
 
     /// The server-dependent features, one line each, in the order the README's table lists them.
@@ -209,7 +210,7 @@ fn gated(minor: Option<u32>, since: u32) -> &'static str {
 }
 
 /// The minor version of a 1.x server (`"37"`, or `"37+"` as some providers report it).
-fn parse_minor(major: &str, minor: &str) -> Option<u32> {
+pub(crate) fn parse_minor(major: &str, minor: &str) -> Option<u32> {
     if major.trim() != "1" {
         return None;
     }

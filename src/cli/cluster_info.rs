@@ -30,7 +30,7 @@ enum Output {
 pub async fn run(conn: &ConnectionArgs, args: Args) -> Result<ExitCode> {
     let client = conn.one_shot_client().await?;
     let version = client.apiserver_version().await.map_err(Error::ReadServerVersion)?;
-    let server = ServerFeatures::detect(&client).await;
+    let server = ServerFeatures::for_version(&client, Some(&version)).await;
     let nodes = Api::<Node>::all(client.clone())
         .list(&ListParams::default())
         .await

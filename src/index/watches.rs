@@ -51,12 +51,12 @@ pub const PAGE_SIZE: u32 = 100;
 
 impl InitialLists {
     /// Streaming where the API server streams by default: Kubernetes 1.32, and 1.34 onwards
-    /// (the WatchList feature was off by default in 1.33 and before 1.32); paged elsewhere.
-    pub fn for_server(major: &str, minor: &str) -> InitialLists {
-        let minor: u32 = minor.trim_end_matches('+').parse().unwrap_or(0);
-        match (major, minor) {
-            ("1", 32) => InitialLists::Streaming,
-            ("1", m) if m >= 34 => InitialLists::Streaming,
+    /// (the WatchList feature was off by default in 1.33 and before 1.32); paged elsewhere and
+    /// where the version is unknown. `minor` is that of a 1.x server.
+    pub fn for_server(minor: Option<u32>) -> InitialLists {
+        match minor {
+            Some(32) => InitialLists::Streaming,
+            Some(m) if m >= 34 => InitialLists::Streaming,
             _ => InitialLists::Paged,
         }
     }
@@ -205,7 +205,8 @@ mod tests {
             ("2", "0", InitialLists::Paged),
         ];
         for (major, minor, want) in table {
-            assert_eq!(InitialLists::for_server(major, minor), want, "{major}.{minor}");
+            let minor_of_1x = crate::server::parse_minor(major, minor);
+            assert_eq!(InitialLists::for_server(minor_of_1x), want, "{major}.{minor}");
         }
     }
 }

@@ -217,9 +217,9 @@ mod tests {
         }
     }
 
-    #[test]
-    fn disruption_write_table() {
-        let target = PodTarget {
+    /// The pod every table here acts on.
+    fn web_0() -> PodTarget {
+        PodTarget {
             namespace: "ns".into(),
             name: "web-0".into(),
             uid: "u1".into(),
@@ -228,7 +228,12 @@ mod tests {
             reason: String::new(),
             threshold: now(),
             shutdown_seen: None,
-        };
+        }
+    }
+
+    #[test]
+    fn disruption_write_table() {
+        let target = web_0();
         let dead = ForceDelete {
             pod: target,
             blocks_rollout: None,
@@ -283,16 +288,7 @@ mod tests {
     fn recheck_table() {
         let renewed = Some(t(0, 0));
         let fd = ForceDelete {
-            pod: PodTarget {
-                namespace: "ns".into(),
-                name: "web-0".into(),
-                uid: "u1".into(),
-                node: "n1".into(),
-                owner: None,
-                reason: String::new(),
-                threshold: now(),
-                shutdown_seen: None,
-            },
+            pod: web_0(),
             blocks_rollout: None,
             lease_renewed: renewed,
             fencing_required: None,
