@@ -33,6 +33,10 @@
 //!    passed since it turned True (the operator can only see it later, never earlier);
 //! 7. a pod left Failed by a graceful node shutdown is deleted only while it is (the same pod,
 //!    not Terminating) Failed so, since at least `failedByShutdown.deleteAfter`;
+//! 8. a pod is marked not Ready only while it is (the same pod, not Terminating) Ready=True on
+//!    a node dead by evidence we saw (as in 1): pods are Ready unless marked, the node
+//!    lifecycle controller of this world never marks them, and a late status of the kubelet's
+//!    makes a marked pod Ready again;
 //!
 //! plus: a live-node release needs a Ready node; an undo removes only our own cordon and
 //! taint. Two pure pieces get their own properties: the [`EvidenceWindow`] never trusts
@@ -239,6 +243,8 @@ pub enum Event {
     PodReplaced { node: u8, pod: u8 },
     /// A graceful node shutdown ends a running pod: phase Failed, reason Terminated.
     PodShutdown { node: u8, pod: u8 },
+    /// A status the kubelet sent earlier lands: the pod is Ready=True again.
+    PodReadyAgain { node: u8, pod: u8 },
 }
 
 /// A whole history. Its `Debug` is the Rust literal that rebuilds it.
@@ -345,6 +351,7 @@ fn event() -> impl Strategy<Value = Event> {
         1 => (n(), 0u8..2).prop_map(|(node, pod)| Event::PodGone { node, pod }),
         1 => (n(), 0u8..2).prop_map(|(node, pod)| Event::PodReplaced { node, pod }),
         2 => (n(), 0u8..2).prop_map(|(node, pod)| Event::PodShutdown { node, pod }),
+        1 => (n(), 0u8..2).prop_map(|(node, pod)| Event::PodReadyAgain { node, pod }),
     ]
 }
 
@@ -397,6 +404,7 @@ fn policy_spec(scenario: &Scenario) -> RemediationPolicySpec {
     s.node_actions.undo_after = "10s".into();
     s.failed_by_shutdown.enabled = true;
     s.failed_by_shutdown.delete_after = format!("{}s", SHUTDOWN_DELETE_AFTER_MS / 1000);
+    s.ready_on_dead_node.mark_not_ready = true;
     match shape {
         Shape::StuckOnly => {}
         Shape::NodeActions => {
@@ -505,6 +513,8 @@ struct WPod {
     finalizers: Vec<String>,
     /// When a graceful node shutdown left it Failed (reason Terminated), ms.
     shutdown_ms: Option<u64>,
+    /// Its Ready condition is True (false once marked not Ready).
+    ready: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -559,6 +569,7 @@ impl World {
                     deletion_grace_s: 0,
                     finalizers: if setup.finalizer { vec![HOLD.into()] } else { vec![] },
                     shutdown_ms: None,
+                    ready: true,
                 })
             })
             .collect();
@@ -721,6 +732,13 @@ impl World {
             status: Some(corev1::PodStatus {
                 phase: Some(if pod.shutdown_ms.is_some() { "Failed" } else { "Running" }.into()),
                 reason: pod.shutdown_ms.map(|_| "Terminated".into()),
+                conditions: Some(vec![corev1::PodCondition {
+                    type_: "Ready".into(),
+                    status: if pod.ready && pod.shutdown_ms.is_none() { "True" } else { "False" }
+                        .into(),
+                    last_transition_time: Some(Time(ts(0))),
+                    ..corev1::PodCondition::default()
+                }]),
                 ..corev1::PodStatus::default()
             }),
         })
@@ -1027,6 +1045,19 @@ impl Run {
             Some(pod) => self.state.apply_pod(&WatchedPod::from(&pod), ts(self.now)),
             None => self.state.delete_pod(&self.world.pods[p].uid),
         };
+    }
+
+    /// The operator's LIST of the pods of each node that left Ready (`spec.nodeName=<node>`),
+    /// answered from the world at once.
+    fn list_pods_of_unready_nodes(&mut self) {
+        for node in self.state.take_nodes_to_list() {
+            let pods: Vec<WatchedPod> = (0..self.world.pods.len())
+                .filter(|&p| self.world.nodes[self.world.pods[p].node].name == node)
+                .filter_map(|p| self.world.pod_object(p))
+                .map(|pod| WatchedPod::from(&pod))
+                .collect();
+            self.state.apply_listed_pods(&node, &pods);
+        }
     }
 
     fn list_nodes_and_leases(&mut self) {
@@ -1365,7 +1396,17 @@ impl Run {
                     pod.exists = true;
                     pod.deletion_ms = None;
                     pod.shutdown_ms = None;
+                    pod.ready = true;
                     pod.finalizers = if pod.setup.finalizer { vec![HOLD.into()] } else { vec![] };
+                    self.deliver_pod(p);
+                }
+            }
+            Event::PodReadyAgain { node, pod } => {
+                if let Some(p) = self.world.pod_index(node, pod)
+                    && self.world.pods[p].exists
+                    && !self.world.pods[p].ready
+                {
+                    self.world.pods[p].ready = true;
                     self.deliver_pod(p);
                 }
             }
@@ -1465,6 +1506,7 @@ impl Run {
     /// One reconcile at `now`: observe, plan, check every action, send what passes.
     fn check(&mut self) -> Checked {
         let now = ts(self.now);
+        self.list_pods_of_unready_nodes();
         self.state.refresh_evidence(now);
         let mut observed = self.state.observe(now, self.recent.clone(), self.acted.clone());
         observed.acting =
@@ -1545,6 +1587,7 @@ impl Run {
             Action::ForceDelete(fd) => !fd.live_node,
             Action::Node(na) => na.kind != NodeActionKind::Undo,
             Action::RemoveFinalizers(rf) => rf.death.is_some(),
+            Action::MarkNotReady(_) => true,
             Action::Evict(_) | Action::DeleteShutdownPod(_) => false,
         };
         let dead_at = self.reference.watched_dead(&self.world, i, self.now, self.durations);
@@ -1586,6 +1629,18 @@ impl Run {
                 return fail(
                     "property 7: a pod deleted that is not (the same pod) Failed by a shutdown, \
                      not Terminating, for deleteAfter",
+                );
+            }
+        }
+        if let Action::MarkNotReady(m) = action {
+            let pod = self.world.pods.iter().find(|p| p.uid == m.pod.uid && p.exists);
+            let ready = pod.is_some_and(|p| {
+                p.deletion_ms.is_none() && p.shutdown_ms.is_none() && p.ready && p.node == i
+            });
+            if !ready {
+                return fail(
+                    "property 8: a pod marked not Ready that is not (the same pod) Ready=True, \
+                     not Terminating, on that node",
                 );
             }
         }
@@ -1646,6 +1701,13 @@ impl Run {
                 }
             }
             Action::Evict(_) => {}
+            Action::MarkNotReady(m) => {
+                if let Some(p) = self.world.pods.iter().position(|p| p.uid == m.pod.uid && p.exists)
+                {
+                    self.world.pods[p].ready = false;
+                    self.deliver_pod(p);
+                }
+            }
             Action::DeleteShutdownPod(d) => {
                 if let Some(p) = self.world.pods.iter().position(|p| p.uid == d.pod.uid && p.exists)
                 {
@@ -1705,6 +1767,7 @@ fn describe(action: &Action) -> String {
         Action::RemoveFinalizers(rf) => format!("{:?}", rf.death),
         Action::Evict(_) => String::new(),
         Action::DeleteShutdownPod(d) => format!("{}, seen {}", d.shutdown_reason, d.seen),
+        Action::MarkNotReady(m) => format!("{:?}", m.death),
     };
     format!(
         "{} {namespace}/{name} on {} ({}); {}",

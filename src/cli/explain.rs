@@ -259,6 +259,14 @@ fn policy_view(p: &PolicyPlan, uid: &str, node: &str, terminating: bool) -> Valu
             Verdict::NotEligible(why) => (true, why.to_string(), why.code().to_string()),
             Verdict::Eligible => (true, "eligible; waiting for a guard".into(), "Eligible".into()),
         },
+        (None, None) if let Some(r) = plan.ready_on_dead.iter().find(|r| r.uid == uid) => {
+            let marking = if p.policy.spec.ready_on_dead_node.mark_not_ready {
+                "marked not Ready once by this policy (its record says when)"
+            } else {
+                "reported only: readyOnDeadNode.markNotReady is off"
+            };
+            (true, format!("{}; {marking}", r.note), "ReadyOnDeadNode".to_string())
+        }
         (None, None) if node_view.is_none() => (
             false,
             format!("its node {node} is not selected by nodeSelector"),

@@ -15,8 +15,10 @@ pub enum PodNow {
     Gone,
     /// There, Terminating.
     Terminating,
-    /// There, not Terminating.
+    /// There, not Terminating, Ready (or with no Ready condition).
     Present,
+    /// There, not Terminating, its Ready condition not True.
+    NotReady,
 }
 
 /// The records that replace the status's Pending ones: Done where the cluster shows the action
@@ -39,6 +41,7 @@ pub fn resolve_pending(
                     let seen = match resolution {
                         PodResolution::Gone => "the pod is gone",
                         PodResolution::GoneOrTerminating => "the pod is evicted",
+                        PodResolution::NotReady => "the pod is not Ready",
                     };
                     (ActionResult::Done, seen)
                 }
@@ -69,6 +72,7 @@ fn took_effect(resolution: PodResolution, now: PodNow) -> bool {
     match resolution {
         PodResolution::Gone => now == PodNow::Gone,
         PodResolution::GoneOrTerminating => matches!(now, PodNow::Gone | PodNow::Terminating),
+        PodResolution::NotReady => now == PodNow::NotReady,
     }
 }
 

@@ -23,7 +23,7 @@ use super::policy::{MaxUnhealthy, ValidatedPolicy};
 use super::rules::failed_by_shutdown::{ShutdownFindings, shutdown_pods};
 use super::rules::live_node_stuck::StuckPod;
 use super::rules::node_actions::NodeFindings;
-use super::rules::ready_on_dead_node::{ReadyOnDeadPod, ready_on_dead_nodes};
+use super::rules::ready_on_dead_node::{ReadyOnDeadFindings, ReadyOnDeadPod, ready_on_dead_nodes};
 use super::rules::stale_readiness::{StaleFindings, StalePod, stale_pods};
 use super::rules::{Candidate, Findings, release_terminating_pods};
 use super::storm::{OWN_DELETIONS_COUNT_FOR, Storm, advance};
@@ -129,7 +129,9 @@ pub fn plan(observed: &Observed, policy: &ValidatedPolicy, now: Timestamp) -> Pl
     deadlines.extend(shutdown_deadlines);
     candidates.extend(deletes.into_iter().map(|action| Candidate { decision: None, action }));
 
-    let ready_on_dead = ready_on_dead_nodes(observed, &nodes, policy);
+    let ReadyOnDeadFindings { pods: ready_on_dead, candidates: markings } =
+        ready_on_dead_nodes(observed, &nodes, policy, now);
+    candidates.extend(markings.into_iter().map(|action| Candidate { decision: None, action }));
 
     let candidates = held_by_nodes(candidates, &mut decisions, &mut stale, &nodes);
     let (mut actions, waits) =
@@ -1163,7 +1165,8 @@ mod tests {
                 Action::Node(_)
                 | Action::RemoveFinalizers(_)
                 | Action::Evict(_)
-                | Action::DeleteShutdownPod(_) => None,
+                | Action::DeleteShutdownPod(_)
+                | Action::MarkNotReady(_) => None,
             })
             .collect()
     }

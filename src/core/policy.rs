@@ -121,6 +121,8 @@ pub struct ValidatedPolicy {
     pub failed_by_shutdown: Option<SignedDuration>,
     /// `readyOnDeadNode.enabled`.
     pub ready_on_dead_node: bool,
+    /// `readyOnDeadNode.markNotReady` (with the report enabled).
+    pub mark_not_ready_on_dead_node: bool,
 }
 
 /// `nodeLifecycle`: whether a node in maintenance is left alone, and how long a graceful
@@ -234,6 +236,9 @@ pub fn validate(spec: &RemediationPolicySpec) -> Result<ValidatedPolicy, Invalid
     if owner_kinds.is_empty() {
         problems.push("ownerKinds: empty, the policy would select no pod".into());
     }
+    if spec.ready_on_dead_node.mark_not_ready && !spec.ready_on_dead_node.enabled {
+        problems.push("readyOnDeadNode.markNotReady needs readyOnDeadNode.enabled".into());
+    }
 
     let fencing = spec.dead_node.fencing.clone();
     let fencing_needs = fencing_needs(spec, &mut problems);
@@ -296,6 +301,8 @@ pub fn validate(spec: &RemediationPolicySpec) -> Result<ValidatedPolicy, Invalid
                 stale_readiness,
                 failed_by_shutdown,
                 ready_on_dead_node: spec.ready_on_dead_node.enabled,
+                mark_not_ready_on_dead_node: spec.ready_on_dead_node.enabled
+                    && spec.ready_on_dead_node.mark_not_ready,
             })
         }
         _ => Err(InvalidPolicy { reason: problems.join("; ") }),

@@ -164,15 +164,26 @@ impl Default for FailedByShutdownSpec {
 /// tolerationSeconds, 300 by default). Such a pod on a node dead by this policy's evidence
 /// (deadNode) is reported: a ReadyOnDeadNode Event on the pod, the gauge
 /// kube_remediator_ready_on_dead_node_pods, status.readyOnDeadNodePods, `plan` and `explain`.
+/// With markNotReady, each is also marked not Ready, as the node lifecycle controller does.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase", default)]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "!has(self.markNotReady) || !self.markNotReady || !has(self.enabled) || self.enabled",
+    "message": "readyOnDeadNode.markNotReady needs readyOnDeadNode.enabled",
+}]))]
 pub struct ReadyOnDeadNodeSpec {
     /// Whether pods left Ready=True on dead nodes are reported. Default true.
     pub enabled: bool,
+    /// Mark each such pod not Ready (MarkPodNotReady): its Ready condition set False with reason
+    /// NodeDeadByKubeRemediator through the pod's status, as the node lifecycle controller does
+    /// when a node goes Unknown, so that its Services' EndpointSlices drop it within seconds.
+    /// Once per pod, through the same guards, records and DryRun as every action; a kubelet that
+    /// comes back reports the pod's readiness again itself. Default false.
+    pub mark_not_ready: bool,
 }
 
 impl Default for ReadyOnDeadNodeSpec {
     fn default() -> Self {
-        ReadyOnDeadNodeSpec { enabled: true }
+        ReadyOnDeadNodeSpec { enabled: true, mark_not_ready: false }
     }
 }

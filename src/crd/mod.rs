@@ -677,6 +677,10 @@ mod tests {
                 "!has(self.assumeOffAfter) || has(self.outOfServiceTaintAfter) || has(self.deleteNodeAfter)",
             ),
             (
+                format!("{spec}/readyOnDeadNode"),
+                "!has(self.markNotReady) || !self.markNotReady || !has(self.enabled) || self.enabled",
+            ),
+            (
                 format!("{spec}/safety/properties/maxUnhealthyNodes"),
                 "type(self) == string ? self.matches('^(100|[1-9]?[0-9])%$') : self >= 0",
             ),

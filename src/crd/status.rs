@@ -244,6 +244,10 @@ pub enum ActionKind {
     /// A pod left Failed by a graceful node shutdown deleted (failedByShutdown): a normal
     /// DELETE with a UID precondition.
     DeleteShutdownPod,
+    /// A pod left Ready=True on a dead node marked not Ready (readyOnDeadNode.markNotReady): its
+    /// Ready condition set False through the status subresource, conditional on the pod's UID and
+    /// resourceVersion.
+    MarkPodNotReady,
 }
 
 impl ActionKind {

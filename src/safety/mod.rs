@@ -41,6 +41,10 @@
 //!    shutdown needs the policy's `failedByShutdown` enabled, a fresh read of the same pod (UID,
 //!    node), not Terminating, still Failed with a shutdown's reason, and our own sighting of it
 //!    so at least `deleteAfter` ago.
+//! 10. [`Invariant::MarkOnlyTheDead`]: marking a pod not Ready needs the policy's
+//!     `readyOnDeadNode.markNotReady`, a fresh read of the same pod (UID, node), not
+//!     Terminating, still Ready=True, and its node dead by the evidence we saw (as in 2). No
+//!     fencing: the marking stops no container and releases nothing; it only stops traffic.
 //!
 //! A force delete is two requests: the pod's `DisruptionTarget` condition (and on a dead node
 //! the phase `Failed`) through its status, then the DELETE. The kernel admits the action once,
@@ -58,8 +62,9 @@ use jiff::Timestamp;
 use crate::core::duration::add;
 use crate::core::rules::stale_readiness::EVENT_SLACK;
 use crate::core::{
-    Action, DeathEvidence, DeleteShutdownPod, Evict, ForceDelete, FreshNode, LastLook, NodeAction,
-    NodeActionKind, PodTarget, Readiness, RemoveFinalizers, ValidatedPolicy,
+    Action, DeathEvidence, DeleteShutdownPod, Evict, ForceDelete, FreshNode, LastLook,
+    MarkNotReady, NodeAction, NodeActionKind, PodTarget, Readiness, RemoveFinalizers,
+    ValidatedPolicy,
 };
 use crate::crd::{APPLIED_BY_US, FIELD_MANAGER, Mode, OUT_OF_SERVICE_TAINT, SHUTDOWN_TAINT};
 
@@ -75,6 +80,7 @@ pub enum Invariant {
     LiveNode,
     NodeLifecycle,
     FailedByShutdown,
+    MarkOnlyTheDead,
 }
 
 impl Invariant {
@@ -126,6 +132,7 @@ pub fn admit(write: &Write<'_>) -> Result<(), Refusal> {
         Action::RemoveFinalizers(rf) => remove_finalizers(write, rf),
         Action::Evict(evict) => eviction(write, evict),
         Action::DeleteShutdownPod(delete) => shutdown_pod(write, delete),
+        Action::MarkNotReady(mark) => mark_not_ready(write, mark),
         Action::Node(na) => node_action(write, na),
     }
 }
@@ -351,6 +358,20 @@ fn shutdown_pod(write: &Write<'_>, delete: &DeleteShutdownPod) -> Result<(), Ref
         );
     }
     Ok(())
+}
+
+fn mark_not_ready(write: &Write<'_>, mark: &MarkNotReady) -> Result<(), Refusal> {
+    if !write.policy.mark_not_ready_on_dead_node {
+        return refuse(
+            Invariant::MarkOnlyTheDead,
+            "the policy does not mark pods not Ready (readyOnDeadNode.markNotReady)",
+        );
+    }
+    same_pod(write, &mark.pod, false)?;
+    if !write.look.pod.is_some_and(|p| p.ready) {
+        return refuse(Invariant::MarkOnlyTheDead, "the pod read fresh is not Ready=True");
+    }
+    dead(write, mark.death.as_ref())
 }
 
 fn node_action(write: &Write<'_>, na: &NodeAction) -> Result<(), Refusal> {

@@ -4,8 +4,8 @@ use jiff::{SignedDuration, Timestamp};
 
 use super::*;
 use crate::core::{
-    DeleteShutdownPod, Evict, FreshNode, FreshPod, FreshPolicy, NodeControl, NodeRecord,
-    NodeTarget, NodeView, Outage, validate,
+    DeleteShutdownPod, Evict, FreshNode, FreshPod, FreshPolicy, MarkNotReady, NodeControl,
+    NodeRecord, NodeTarget, NodeView, Outage, validate,
 };
 use crate::crd::{FencingRequirement, RemediationPolicySpec, StaleReadinessAction};
 
@@ -53,6 +53,7 @@ fn pod(uid: &'static str, terminating: bool) -> FreshPod<'static> {
         excluded: false,
         stale: !terminating,
         failed_by_shutdown: false,
+        ready: false,
     }
 }
 
@@ -584,4 +585,45 @@ fn no_write_on_a_node_in_maintenance_or_shutting_down() {
         check(&force_delete(None, Some(crate::core::DeathEvidence::Deleted)), &p, &gone, None, 40),
         Ok(())
     );
+}
+
+#[test]
+fn markings_need_the_opt_in_a_ready_pod_and_death_we_saw() {
+    use Invariant::*;
+    let p = policy(|s| s.ready_on_dead_node.mark_not_ready = true);
+    let off = policy(|_| {});
+    let mark = |death: Option<crate::core::DeathEvidence>| {
+        Action::MarkNotReady(MarkNotReady { pod: target(40), lease_renewed: Some(t(-5)), death })
+    };
+    let ready = FreshPod { ready: true, stale: false, ..pod("pod-uid", false) };
+    let look = |pod: Option<FreshPod<'static>>, node: Option<FreshNode>, lease: Option<i64>| {
+        LastLook { pod, node, lease_renewed: lease.map(t), policy: enforcing() }
+    };
+    let dead = || Some(node(Readiness::Unknown, &[]));
+    let dry = LastLook {
+        policy: Some(FreshPolicy { mode: Mode::DryRun, paused: false, generation: Some(1) }),
+        ..look(Some(ready), dead(), Some(-5))
+    };
+    let mut maintenance = node(Readiness::Unknown, &[]);
+    maintenance.control.lifecycle.maintenance = Some("MaintenanceInProgress");
+    #[rustfmt::skip]
+    let table = [
+        ("a Ready pod on a node dead by what we watched", &p, mark(Some(watched())), look(Some(ready), dead(), Some(-5)), 40, Ok(())),
+        ("markNotReady off", &off, mark(Some(watched())), look(Some(ready), dead(), Some(-5)), 40, Err(MarkOnlyTheDead)),
+        ("the fresh pod is not Ready", &p, mark(Some(watched())), look(Some(FreshPod { ready: false, ..ready }), dead(), Some(-5)), 40, Err(MarkOnlyTheDead)),
+        ("no fresh read of the pod", &p, mark(Some(watched())), look(None, dead(), Some(-5)), 40, Err(FreshTarget)),
+        ("another pod of that name", &p, mark(Some(watched())), look(Some(FreshPod { uid: Some("new"), ..ready }), dead(), Some(-5)), 40, Err(FreshTarget)),
+        ("on another node", &p, mark(Some(watched())), look(Some(FreshPod { node: "n2", ..ready }), dead(), Some(-5)), 40, Err(FreshTarget)),
+        ("Terminating", &p, mark(Some(watched())), look(Some(FreshPod { terminating: true, ..ready }), dead(), Some(-5)), 40, Err(FreshTarget)),
+        ("no evidence of death carried", &p, mark(None), look(Some(ready), dead(), Some(-5)), 40, Err(DeathEvidence)),
+        ("a deleted Lease is no evidence", &p, mark(Some(watched())), look(Some(ready), dead(), None), 40, Err(DeathEvidence)),
+        ("a renewal since the plan", &p, mark(Some(watched())), look(Some(ready), dead(), Some(3)), 40, Err(DeathEvidence)),
+        ("leaseStaleFor not passed by our clock", &p, mark(Some(watched())), look(Some(ready), dead(), Some(-5)), 39, Err(DeathEvidence)),
+        ("the node Ready in the fresh read", &p, mark(Some(watched())), look(Some(ready), Some(node(Readiness::Ready, &[])), Some(-5)), 40, Err(DeathEvidence)),
+        ("the node in maintenance", &p, mark(Some(watched())), look(Some(ready), Some(maintenance), Some(-5)), 40, Err(NodeLifecycle)),
+        ("the policy is in DryRun now", &p, mark(Some(watched())), dry, 40, Err(Enforcing)),
+    ];
+    for (case, p, action, look, now, want) in table {
+        assert_eq!(check(&action, p, &look, None, now), want, "{case}");
+    }
 }

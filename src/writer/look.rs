@@ -53,6 +53,18 @@ impl Writer {
         policy: &RemediationPolicy,
         validated: &ValidatedPolicy,
     ) -> std::result::Result<Admitted, Sent> {
+        Ok(self.pod_last_look_read(action, target, policy, validated).await?.0)
+    }
+
+    /// [`Writer::pod_last_look`], also handing back the pod as read, for a request conditional
+    /// on it (its resourceVersion).
+    pub(super) async fn pod_last_look_read(
+        &self,
+        action: &Action,
+        target: &PodTarget,
+        policy: &RemediationPolicy,
+        validated: &ValidatedPolicy,
+    ) -> std::result::Result<(Admitted, Option<Pod>), Sent> {
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), &target.namespace);
         let policy_name = policy.name_any();
         let (pod, rest) =
@@ -61,7 +73,8 @@ impl Writer {
             pod.map_err(|e| (ActionResult::Failed, Some(format!("last look: the pod: {e}"))))?;
         let (node, lease, fresh) = rest.map_err(|e| (ActionResult::Failed, Some(e)))?;
         let look = last_look(pod.as_ref(), node.as_ref(), lease.as_ref(), fresh.as_ref());
-        self.admits(policy, validated, action, &look, None).await
+        let admitted = self.admits(policy, validated, action, &look, None).await?;
+        Ok((admitted, pod))
     }
 
     /// What a fresh read says of the pod a Pending record names: gone (absent, or another pod
@@ -79,6 +92,8 @@ impl Writer {
             Some(p) if p.metadata.uid.as_deref() == Some(uid) => {
                 if p.metadata.deletion_timestamp.is_some() {
                     PodNow::Terminating
+                } else if ready_condition(&p).is_some_and(|ready| !ready) {
+                    PodNow::NotReady
                 } else {
                     PodNow::Present
                 }
@@ -273,6 +288,7 @@ pub(crate) fn last_look<'a>(
                 excluded: excluded(p.metadata.annotations.as_ref()),
                 stale: view.is_some_and(|v| v.stale_ready_since.is_some()),
                 failed_by_shutdown: view.is_some_and(|v| v.shutdown_reason.is_some()),
+                ready: ready_condition(p) == Some(true),
             }
         }),
         node: node.map(|n| {
@@ -291,6 +307,12 @@ pub(crate) fn last_look<'a>(
             .map(|t| t.0),
         policy: policy.map(fresh_policy),
     }
+}
+
+/// Whether the pod's `Ready` condition is True; `None` when it has none.
+fn ready_condition(pod: &Pod) -> Option<bool> {
+    let conditions = pod.status.as_ref()?.conditions.as_deref()?;
+    conditions.iter().find(|c| c.type_ == "Ready").map(|c| c.status == "True")
 }
 
 /// The managers whose managedFields entry holds the field at `path` (`["f:spec",

@@ -298,6 +298,9 @@ impl Writer {
             Action::DeleteShutdownPod(delete) => {
                 self.delete_shutdown_pod(action, delete, policy, validated).await
             }
+            Action::MarkNotReady(mark) => {
+                self.mark_not_ready(action, mark, policy, validated).await
+            }
             Action::Node(na) => self.act_on_node(action, na, policy, validated).await,
         }
     }
@@ -397,6 +400,7 @@ mod evict;
 mod finalizers;
 mod force_delete;
 mod look;
+mod mark_not_ready;
 mod node;
 mod outcome;
 mod status;

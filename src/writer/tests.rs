@@ -46,6 +46,8 @@ struct World {
     disrupted: bool,
     /// `web-0` is Failed with this `status.reason` (not Terminating) rather than Terminating.
     failed: Option<&'static str>,
+    /// `web-0` is Running (not Terminating) with this `Ready` condition status.
+    ready: Option<&'static str>,
 }
 
 const DEAD: World = World {
@@ -54,12 +56,22 @@ const DEAD: World = World {
     policy_mode: "Enforce",
     disrupted: false,
     failed: None,
+    ready: None,
 };
 
 /// `web-0` as the world holds it.
 fn world_pod(world: World) -> Value {
     if let Some(reason) = world.failed {
         return failed_pod(world.pod_uid, reason);
+    }
+    if let Some(ready) = world.ready {
+        let mut pod = pod(world.pod_uid);
+        pod["metadata"]["deletionTimestamp"] = Value::Null;
+        pod["status"] = json!({ "phase": "Running", "conditions": [
+            { "type": "Ready", "status": ready },
+            { "type": "ContainersReady", "status": "True" },
+        ]});
+        return pod;
     }
     let mut pod = pod(world.pod_uid);
     if world.disrupted {
@@ -460,6 +472,52 @@ async fn a_shutdown_pod_is_deleted_normally_with_a_uid_precondition() {
             assert!(uri.starts_with("/api/v1/namespaces/ns/pods/web-0"), "{uri}");
             assert_eq!(body["preconditions"]["uid"], "uid-1", "{body}");
             assert!(body.get("gracePeriodSeconds").is_none(), "a normal delete: {body}");
+        }
+    }
+}
+
+/// A pod left Ready=True on a dead node is marked not Ready by one strategic merge patch of its
+/// status: the Ready condition False with our reason, carrying the UID and resourceVersion of
+/// the pod the last look read, nothing else (ContainersReady stays the kubelet's); a pod not
+/// Ready in the fresh read gets no request.
+#[tokio::test]
+async fn a_pod_left_ready_is_marked_not_ready_through_its_status_on_the_pod_as_read() {
+    let Action::ForceDelete(fd) = action() else { panic!("a force delete") };
+    let mark = Action::MarkNotReady(crate::core::MarkNotReady {
+        pod: PodTarget { reason: "left Ready on dead node n1".into(), ..fd.pod },
+        lease_renewed: fd.lease_renewed,
+        death: fd.death,
+    });
+    let mut p = policy("Enforce");
+    p.spec.ready_on_dead_node.mark_not_ready = true;
+    for (case, ready, want, patches) in [
+        ("Ready in the fresh read", "True", ActionResult::Done, 1),
+        ("not Ready in the fresh read", "False", ActionResult::Skipped, 0),
+    ] {
+        let (client, handle) = mock();
+        let world = World { ready: Some(ready), ..DEAD };
+        let server = tokio::spawn(serve(handle, world));
+        let writer = Writer::new(client, Arc::new(Metrics::new()), None);
+        let outcomes =
+            writer.execute(&p, &validated(&p), std::slice::from_ref(&mark), Timestamp::now).await;
+        let seen = server.await.expect("mock server");
+        assert_eq!(outcomes[0].record.result, want, "{case}: {outcomes:?}");
+        assert!(!seen.iter().any(|(m, _, _)| m == Method::DELETE), "{case}: {seen:?}");
+        let sent: Vec<_> = seen
+            .iter()
+            .filter(|(m, u, _)| m == Method::PATCH && u.starts_with("/api/v1/namespaces/ns/pods/"))
+            .collect();
+        assert_eq!(sent.len(), patches, "{case}: {seen:?}");
+        if let Some((_, uri, body)) = sent.first() {
+            assert!(uri.starts_with("/api/v1/namespaces/ns/pods/web-0/status"), "{uri}");
+            assert_eq!(body["metadata"]["uid"], "uid-1", "{body}");
+            assert_eq!(body["metadata"]["resourceVersion"], "7", "{body}");
+            let conditions = body["status"]["conditions"].as_array().expect("conditions");
+            assert_eq!(conditions.len(), 1, "{body}");
+            assert_eq!(conditions[0]["type"], "Ready", "{body}");
+            assert_eq!(conditions[0]["status"], "False", "{body}");
+            assert_eq!(conditions[0]["reason"], crate::core::NOT_READY_REASON, "{body}");
+            assert!(body["status"].get("phase").is_none(), "the phase stays: {body}");
         }
     }
 }

@@ -58,6 +58,7 @@ const SMOKE: &[&str] = &[
     "nl-taint-provenance",
     "fs-shutdown-pods",
     "me-live-metrics",
+    "rd-mark-not-ready",
     "chart-install",
     "chart-admission-guard",
 ];

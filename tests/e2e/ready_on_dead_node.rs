@@ -12,13 +12,23 @@
 //!   (upstream handles it);
 //! - (c) the kubelet goes silent, the controller marks its pod not Ready, then a pod status the
 //!   kubelet sent before it died lands (Ready=True): nothing marks it again, it stays Ready=True.
+//!
+//! With `readyOnDeadNode.markNotReady` (`rd-mark-not-ready`), orders (a) and (c) again: in
+//! Enforce the operator marks the pods not Ready and their Service's EndpointSlice drops them
+//! (its endpoints not ready), timed from the node's death by our evidence; in DryRun (a second
+//! policy over another pod of the same nodes) nothing is written, the `Would…` Event says what
+//! would be.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use anyhow::{Context, Result, ensure};
+use anyhow::{Context, Result, bail, ensure};
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Patch, PatchParams};
+use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
 use libtest_mimic::Trial;
 use serde_json::json;
 
@@ -30,11 +40,25 @@ use crate::support::operator::Operator;
 use crate::support::{TestEnv, wait_for};
 
 pub fn trials() -> Vec<Trial> {
-    vec![prod_e2e!("rd-orders-reported", pods_left_ready_on_dead_nodes_are_reported)]
+    vec![
+        prod_e2e!("rd-orders-reported", pods_left_ready_on_dead_nodes_are_reported),
+        prod_e2e!("rd-mark-not-ready", pods_left_ready_on_dead_nodes_are_marked_not_ready),
+    ]
 }
 
 const NOT_READY_FOR: i64 = 10;
 const LEASE_STALE_FOR: i64 = 40;
+
+/// The kubelet of `node` posts NodeReady=False ("container runtime is down").
+async fn post_not_ready(env: &TestEnv, node: &str) -> Result<()> {
+    let now = Timestamp::now().to_string();
+    let not_ready = json!({ "status": { "conditions": [{
+        "type": "Ready", "status": "False", "reason": "KubeletNotReady",
+        "message": "container runtime is down", "lastHeartbeatTime": now, "lastTransitionTime": now,
+    }] } });
+    env.nodes().patch_status(node, &PatchParams::default(), &Patch::Strategic(&not_ready)).await?;
+    Ok(())
+}
 
 fn ready(pod: &Pod) -> Option<String> {
     let conditions = pod.status.as_ref()?.conditions.as_ref()?;
@@ -72,12 +96,7 @@ async fn pods_left_ready_on_dead_nodes_are_reported(
 
     // (a) NotReady posted by the kubelet, then silence.
     drop(kubelet_a);
-    let now = Timestamp::now().to_string();
-    let not_ready = json!({ "status": { "conditions": [{
-        "type": "Ready", "status": "False", "reason": "KubeletNotReady",
-        "message": "container runtime is down", "lastHeartbeatTime": now, "lastTransitionTime": now,
-    }] } });
-    env.nodes().patch_status(&a, &PatchParams::default(), &Patch::Strategic(&not_ready)).await?;
+    post_not_ready(env, &a).await?;
     // (b) silence.
     drop(kubelet_b);
     // (c) silence; once the controller marked the pod not Ready, the kubelet's last pod status
@@ -133,4 +152,211 @@ async fn pods_left_ready_on_dead_nodes_are_reported(
         seen_at.duration_since(dead_since).as_secs_f64()
     );
     Ok(())
+}
+
+/// Orders (a) and (c) under a policy that marks such pods not Ready (pods `ea` and `ec`, in
+/// Enforce) and one that only records it (`da` and `dc`, DryRun, on the same nodes): the first
+/// two are marked not Ready (our reason) and their EndpointSlice endpoints turn not ready; the
+/// other two stay Ready=True with a `WouldMarkPodNotReady` Event and no write.
+async fn pods_left_ready_on_dead_nodes_are_marked_not_ready(
+    cluster: &Cluster,
+    env: &TestEnv,
+) -> Result<()> {
+    let (a, kubelet_a) = env.add_live_node_without_kubelet("a").await?;
+    let (c, kubelet_c) = env.add_live_node_without_kubelet("c").await?;
+    let pods = [
+        ("ea", &a, "10.77.0.1"),
+        ("da", &a, "10.77.0.2"),
+        ("ec", &c, "10.77.0.3"),
+        ("dc", &c, "10.77.0.4"),
+    ];
+    for (pod, node, ip) in pods {
+        env.create_bound_pod(pod, node).await?;
+        env.write_pod_status(pod, true).await?;
+        let address = json!({ "status": { "podIP": ip, "podIPs": [{ "ip": ip }] } });
+        env.pods().patch_status(pod, &PatchParams::default(), &Patch::Merge(&address)).await?;
+    }
+    // Both enforced pods behind one Service: the EndpointSlice controller lists them ready.
+    let service: Service = serde_json::from_value(json!({
+        "metadata": { "name": "web" },
+        "spec": { "selector": { "rd": "enforced" }, "ports": [{ "port": 80 }] },
+    }))?;
+    for pod in ["ea", "ec"] {
+        let label = json!({ "metadata": { "labels": { "rd": "enforced" } } });
+        env.pods().patch(pod, &PatchParams::default(), &Patch::Merge(&label)).await?;
+    }
+    env.api::<Service>().create(&PostParams::default(), &service).await?;
+    let slices = EndpointHistory::watch(env.client.clone(), &env.namespace, "web");
+    wait_for("both endpoints ready", Duration::from_secs(60), || async {
+        let ready = |p: &str| slices.ready(p) == Some(true);
+        Ok((ready("ea") && ready("ec")).then_some(()))
+    })
+    .await?;
+
+    let spec = |mode: &str, pods: [&str; 2]| {
+        json!({
+            "mode": mode,
+            "nodeSelector": { "matchLabels": { ZONE_LABEL: env.zone } },
+            "podSelector": { "matchExpressions": [{ "key": "app", "operator": "In", "values": pods }] },
+            "deadNode": {
+                "notReadyFor": format!("{NOT_READY_FOR}s"),
+                "leaseStaleFor": format!("{LEASE_STALE_FOR}s"),
+            },
+            "readyOnDeadNode": { "markNotReady": true },
+            "safety": { "maxUnhealthyNodes": 2 },
+        })
+    };
+    env.create_policy(spec("Enforce", ["ea", "ec"])).await?;
+    let dry = format!("{}-dry", env.name);
+    env.create_named_policy(&dry, spec("DryRun", ["da", "dc"])).await?;
+    let op = Operator::start(cluster, env).await?;
+    let started = Timestamp::now();
+    for node in [&a, &c] {
+        renewed_since(env, node, started).await?;
+    }
+
+    // (a) NotReady posted by the kubelet, then silence.
+    drop(kubelet_a);
+    post_not_ready(env, &a).await?;
+    // (c) silence; once the controller marked the pods not Ready, the kubelet's last pod
+    // statuses land.
+    drop(kubelet_c);
+    for pod in ["ec", "dc"] {
+        wait_for(&format!("{pod} marked not Ready upstream"), Duration::from_secs(120), || async {
+            Ok((ready(&env.pods().get(pod).await?).as_deref() == Some("False")).then_some(()))
+        })
+        .await?;
+        env.write_pod_status(pod, true).await?;
+    }
+
+    // Enforce: each marked not Ready by us, once, and dropped by its EndpointSlice.
+    for pod in ["ea", "ec"] {
+        wait_for(&format!("{pod} marked not Ready by us"), Duration::from_secs(150), || async {
+            let p = env.pods().get(pod).await?;
+            let ours = p.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|c| {
+                c.iter().any(|c| {
+                    c.type_ == "Ready"
+                        && c.status == "False"
+                        && c.reason.as_deref() == Some("NodeDeadByKubeRemediator")
+                })
+            });
+            Ok(ours.then_some(()))
+        })
+        .await?;
+        wait_for(&format!("{pod}'s endpoint not ready"), Duration::from_secs(10), || async {
+            Ok((slices.ready(pod) == Some(false)).then_some(()))
+        })
+        .await?;
+        let events = env.events_about("Pod", pod, "MarkedPodNotReady").await?;
+        ensure!(!events.is_empty(), "no MarkedPodNotReady Event on {pod}");
+    }
+    // From our status write (the API server's clock) to the EndpointSlice showing the endpoint
+    // not ready (seen by the test's watch, on the same machine's clock).
+    let mut dropped_after = Vec::new();
+    for pod in ["ea", "ec"] {
+        let writes = cluster.operator_pod_writes(&env.namespace, Some(pod))?;
+        let [status] = writes.as_slice() else {
+            bail!("{pod}: the operator's writes are {writes:?}, want one status patch");
+        };
+        ensure!(
+            status.verb == "patch" && status.subresource.as_deref() == Some("status"),
+            "{pod}: {status:?}"
+        );
+        let sent = status.received.context("no audit timestamp")?;
+        let dropped = slices.not_ready_since(pod).context("no not-ready endpoint seen")?;
+        dropped_after.push(dropped.duration_since(sent).as_secs_f64());
+    }
+    let labels =
+        [("policy", env.name.as_str()), ("action", "MarkPodNotReady"), ("mode", "Enforce")];
+    let count = op.metric("kube_remediator_action_delay_seconds_count", &labels).await?;
+    let sum = op.metric("kube_remediator_action_delay_seconds_sum", &labels).await?;
+    ensure!(count == Some(2.0), "MarkPodNotReady delays counted: {count:?}");
+    let delay = sum.unwrap_or_default() / 2.0;
+    let slowest = dropped_after.iter().copied().fold(0.0, f64::max);
+    eprintln!(
+        "[{}] marked not Ready {delay:.3}s (mean) after the node was dead by our evidence; the \
+         EndpointSlice showed the endpoint not ready {slowest:.3}s after our write at most: \
+         {:.2}s from death to no traffic",
+        env.name,
+        delay + slowest
+    );
+    ensure!(delay + slowest <= 2.0, "endpoints dropped {:.2}s after death", delay + slowest);
+
+    // DryRun: recorded, nothing written, still Ready.
+    for pod in ["da", "dc"] {
+        let events = wait_for(
+            &format!("WouldMarkPodNotReady on {pod}"),
+            Duration::from_secs(60),
+            || async {
+                let events = env.events_about("Pod", pod, "WouldMarkPodNotReady").await?;
+                Ok((!events.is_empty()).then_some(events))
+            },
+        )
+        .await?;
+        ensure!(events.len() == 1, "{pod}: {} WouldMarkPodNotReady Events", events.len());
+        let state = ready(&env.pods().get(pod).await?);
+        ensure!(state.as_deref() == Some("True"), "{pod} is Ready={state:?} under DryRun");
+        let writes = cluster.operator_pod_writes(&env.namespace, Some(pod))?;
+        ensure!(writes.is_empty(), "{pod}: the operator wrote {writes:?} in DryRun");
+    }
+    Ok(())
+}
+
+/// A pod's endpoint: its latest `ready` condition, and since when it has been false.
+type Endpoint = (Option<bool>, Option<Timestamp>);
+
+/// The endpoints of one Service's EndpointSlices as one watch delivers them: for each pod, its
+/// latest `ready` condition and since when (the test's clock) it has been false.
+struct EndpointHistory {
+    seen: Arc<Mutex<HashMap<String, Endpoint>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl EndpointHistory {
+    fn watch(client: kube::Client, namespace: &str, service: &str) -> EndpointHistory {
+        use futures::StreamExt;
+        use kube::runtime::watcher;
+        let seen: Arc<Mutex<HashMap<String, Endpoint>>> = Arc::default();
+        let api: Api<EndpointSlice> = Api::namespaced(client, namespace);
+        let config =
+            watcher::Config::default().labels(&format!("kubernetes.io/service-name={service}"));
+        let log = seen.clone();
+        let task = tokio::spawn(async move {
+            let mut events = watcher(api, config).boxed();
+            while let Some(event) = events.next().await {
+                let Ok(watcher::Event::Apply(slice) | watcher::Event::InitApply(slice)) = event
+                else {
+                    continue;
+                };
+                let at = Timestamp::now();
+                let mut log = log.lock().unwrap_or_else(|e| e.into_inner());
+                for endpoint in slice.endpoints {
+                    let Some(pod) = endpoint.target_ref.and_then(|r| r.name) else { continue };
+                    let ready = endpoint.conditions.and_then(|c| c.ready);
+                    let entry = log.entry(pod).or_insert((None, None));
+                    if ready == Some(false) && entry.0 != Some(false) {
+                        entry.1 = Some(at);
+                    }
+                    entry.0 = ready;
+                }
+            }
+        });
+        EndpointHistory { seen, task }
+    }
+
+    /// The pod's endpoint's latest `ready` condition.
+    fn ready(&self, pod: &str) -> Option<bool> {
+        self.seen.lock().unwrap_or_else(|e| e.into_inner()).get(pod).and_then(|e| e.0)
+    }
+
+    /// When the test saw the pod's endpoint turn not ready.
+    fn not_ready_since(&self, pod: &str) -> Option<Timestamp> {
+        self.seen.lock().unwrap_or_else(|e| e.into_inner()).get(pod).and_then(|e| e.1)
+    }
+}
+
+impl Drop for EndpointHistory {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }

@@ -78,6 +78,7 @@ mod tests {
             excluded: false,
             stale: false,
             failed_by_shutdown: true,
+            ready: false,
         };
         let enforce = FreshPolicy { mode: Mode::Enforce, paused: false, generation: Some(1) };
         type Row<'a> = (&'a str, Option<FreshPod<'a>>, FreshPolicy, Result<(), Skip>);

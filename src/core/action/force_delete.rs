@@ -304,6 +304,7 @@ mod tests {
             excluded: false,
             stale: false,
             failed_by_shutdown: false,
+            ready: false,
         };
         let dead = FreshNode {
             observation: node("n1", "dead").observation,

@@ -4,7 +4,7 @@
 //! the key of status records and metrics, so a record alone finds its row; the match is
 //! exhaustive, so a new kind does not compile without its row.
 
-use super::removal_acted_key;
+use super::{mark_acted_key, removal_acted_key};
 use crate::crd::{ActionKind, ActionResult, Mode};
 
 /// What every action of one kind shares.
@@ -36,6 +36,8 @@ pub enum PodResolution {
     Gone,
     /// The pod is gone or Terminating (an eviction).
     GoneOrTerminating,
+    /// The pod is there, not Terminating, and not Ready (a marking).
+    NotReady,
 }
 
 /// The row of `kind`.
@@ -97,6 +99,17 @@ pub fn spec(kind: ActionKind) -> KindSpec {
             acted_key: Some(str::to_string),
             // A Failed pod is removed at once (no finalizer left): gone.
             resolution: Some(Gone),
+        },
+        ActionKind::MarkPodNotReady => KindSpec {
+            done: "MarkedPodNotReady",
+            would: "WouldMarkPodNotReady",
+            skipped: "MarkPodNotReadySkipped",
+            failed: "MarkPodNotReadyFailed",
+            acting: "mark pod not Ready",
+            would_act: "would mark pod not Ready",
+            not_done: "action failed",
+            acted_key: Some(mark_acted_key),
+            resolution: Some(NotReady),
         },
         ActionKind::Cordon => node("Cordoned", "WouldCordon", "CordonSkipped", "CordonFailed"),
         ActionKind::OutOfServiceTaint => node(
@@ -161,6 +174,8 @@ mod tests {
             (ActionKind::RemoveFinalizers, Mode::Enforce, Done, "RemovedFinalizers"),
             (ActionKind::DeleteShutdownPod, Mode::Enforce, Done, "DeletedShutdownPod"),
             (ActionKind::DeleteShutdownPod, Mode::DryRun, WouldAct, "WouldDeleteShutdownPod"),
+            (ActionKind::MarkPodNotReady, Mode::Enforce, Done, "MarkedPodNotReady"),
+            (ActionKind::MarkPodNotReady, Mode::DryRun, WouldAct, "WouldMarkPodNotReady"),
         ];
         for (kind, mode, result, want) in table {
             assert_eq!(event_reason(kind, mode, result), want);

@@ -24,6 +24,8 @@ pub struct FreshPod<'a> {
     pub stale: bool,
     /// Failed with a graceful node shutdown's `status.reason`, as the watch would judge it now.
     pub failed_by_shutdown: bool,
+    /// Its `Ready` condition is True.
+    pub ready: bool,
 }
 
 /// What a fresh read of the pod's node says (`None` in [`LastLook::node`]: the Node is gone).

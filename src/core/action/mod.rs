@@ -18,6 +18,7 @@ mod evict;
 mod force_delete;
 pub mod kinds;
 mod look;
+mod mark_not_ready;
 mod node;
 mod remove_finalizers;
 mod skip;
@@ -32,6 +33,7 @@ pub use look::{
     FreshNode, FreshPod, FreshPolicy, LastLook, UndoChanges, lifecycle_still_allows,
     policy_still_enforces, same_pod, same_second, undo_changes,
 };
+pub use mark_not_ready::{MarkNotReady, NOT_READY_REASON, mark_acted_key};
 pub use node::{NodeAction, NodeActionKind, node_acted_key};
 pub use remove_finalizers::{RemoveFinalizers, removal_acted_key};
 pub use skip::{PolicySkip, Skip};
@@ -188,6 +190,7 @@ pub enum Action {
     RemoveFinalizers(RemoveFinalizers),
     Evict(Evict),
     DeleteShutdownPod(DeleteShutdownPod),
+    MarkNotReady(MarkNotReady),
 }
 
 impl Action {
@@ -199,6 +202,7 @@ impl Action {
             Action::RemoveFinalizers(a) => a,
             Action::Evict(a) => a,
             Action::DeleteShutdownPod(a) => a,
+            Action::MarkNotReady(a) => a,
         }
     }
 

@@ -20,6 +20,8 @@ pub enum Skip {
     PodNoLongerStale,
     /// A pod that is no longer Failed with a graceful node shutdown's reason.
     PodNoLongerFailedByShutdown,
+    /// A pod to mark not Ready that is not Ready=True any more.
+    PodNotReadyAlready,
     PodMoved {
         to: String,
     },
@@ -102,6 +104,10 @@ impl fmt::Display for Skip {
             }
             Skip::PodNoLongerFailedByShutdown => {
                 "the pod is no longer Failed by a graceful node shutdown; left alone"
+            }
+            Skip::PodNotReadyAlready => {
+                "the pod is not Ready=True any more (marked by someone else, or reported by its \
+                 kubelet); left alone"
             }
             Skip::PodMoved { to } => return write!(f, "pod moved to node {to:?}"),
             Skip::PodExcluded => {

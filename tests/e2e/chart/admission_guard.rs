@@ -17,7 +17,7 @@
 
 use std::time::Duration;
 
-use anyhow::{Context, Result, anyhow, ensure};
+use anyhow::{Context, Result, anyhow, bail, ensure};
 use k8s_openapi::api::admissionregistration::v1::{
     ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
 };
@@ -267,11 +267,51 @@ async fn guard(env: &TestEnv) -> Result<()> {
             pods.patch_status("frozen", &PatchParams::default(), &Patch::Merge(&label)).await,
         ),
     );
+    // The marking of a pod left Ready on a dead node (readyOnDeadNode.markNotReady) with more
+    // in it, or with another reason.
+    let mark = |reason: &str, extra: serde_json::Value| {
+        let mut status = json!({ "conditions": [{
+            "type": "Ready", "status": "False", "reason": reason,
+        }]});
+        if let (Some(status), Some(extra)) = (status.as_object_mut(), extra.as_object()) {
+            status.extend(extra.clone());
+        }
+        json!({ "status": status })
+    };
+    for (what, patch) in [
+        ("Ready=False with another reason", mark("NodeNotReady", json!({}))),
+        (
+            "Ready=False with our reason and the phase Succeeded",
+            mark(NOT_READY, json!({ "phase": "Succeeded" })),
+        ),
+        (
+            "Ready=False with our reason and a new podIP",
+            mark(NOT_READY, json!({ "podIP": "10.9.9.9" })),
+        ),
+    ] {
+        check(
+            &format!("{what} written to the running pod"),
+            by_guard(
+                &guard,
+                pods.patch_status("running", &PatchParams::default(), &Patch::Strategic(&patch))
+                    .await,
+            ),
+        );
+    }
+    // The marking itself passes the guard (dry run: the guard knows nothing of the node).
+    let dry_run = PatchParams { dry_run: true, ..PatchParams::default() };
+    let marked = pods
+        .patch_status("running", &dry_run, &Patch::Strategic(&mark(NOT_READY, json!({}))))
+        .await;
+    let marked = marked.map(|_| ()).map_err(|e| e.to_string());
     check(
         "DELETE of a pod Failed by a memory-pressure eviction",
         by_guard(&guard, pods.delete("pressure", &DeleteParams::default()).await),
     );
     ensure!(failures.is_empty(), "{} problems:\n  {}", failures.len(), failures.join("\n  "));
+    if let Err(e) = marked {
+        bail!("the marking of the Ready running pod was refused: {e}");
+    }
     // And nothing happened to them.
     let running = env.pods().get("running").await?;
     ensure!(running.metadata.deletion_timestamp.is_none(), "the running pod is Terminating");
@@ -360,6 +400,9 @@ fn refused_by<T>(guard: &str, result: &kube::Result<T>) -> bool {
     matches!(result, Err(kube::Error::Api(s))
         if s.code == 403 && s.message.contains(&format!("ValidatingAdmissionPolicy '{guard}'")))
 }
+
+/// The reason of the marking of a pod left Ready on a dead node.
+const NOT_READY: &str = "NodeDeadByKubeRemediator";
 
 /// Ok when the request was refused by `guard`; otherwise what the API server answered.
 fn by_guard<T>(guard: &str, result: kube::Result<T>) -> Result<(), String> {
