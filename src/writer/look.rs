@@ -149,7 +149,12 @@ pub(super) struct SharedLooks<'a> {
     nodes: Mutex<HashMap<String, SharedRead<'a, std::result::Result<NodeEvidence, String>>>>,
     policies: Mutex<HashMap<String, SharedRead<'a, PolicyEvidence>>>,
     pod_lists: Mutex<HashMap<String, SharedRead<'a, NodePods>>>,
+    /// Single pods, by namespace/name: read ahead by [`SharedLooks::prefetch`].
+    pods: Mutex<HashMap<String, SharedRead<'a, PodRead>>>,
 }
+
+/// A pod, freshly read (`None`: there is none).
+type PodRead = std::result::Result<Option<Pod>, String>;
 
 /// The policy, freshly read.
 type PolicyEvidence = std::result::Result<Option<RemediationPolicy>, String>;
@@ -185,7 +190,32 @@ impl<'a> SharedLooks<'a> {
             nodes: Mutex::new(HashMap::new()),
             policies: Mutex::new(policies),
             pod_lists: Mutex::new(HashMap::new()),
+            pods: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The policy as the API server answered a write sent at `sent`: the last looks that start
+    /// within [`SHARED_LOOK_FOR`] of it need not read it again.
+    pub(super) fn set_policy(&self, sent: Instant, answer: RemediationPolicy) {
+        let read = futures::future::ready(Arc::new(Ok(Some(answer)))).boxed().shared();
+        let mut policies = self.policies.lock().unwrap_or_else(|e| e.into_inner());
+        policies.insert(self.policy.clone(), (sent, read));
+    }
+
+    /// Sends the reads of the force deletes' last looks (each node with its Lease, each pod or
+    /// its node's pods) and waits for their answers: run while the plan's `Pending` records are
+    /// written, so that the looks, which start once the records are stored, find them answered.
+    /// Nothing is sent but reads; a look that starts more than [`SHARED_LOOK_FOR`] after a read
+    /// was sent reads again.
+    pub(super) async fn prefetch(&self, actions: &[Action]) {
+        let reads = actions.iter().filter_map(|a| match a {
+            Action::ForceDelete(fd) => Some(&fd.pod),
+            _ => None,
+        });
+        futures::future::join_all(reads.map(|pod| async move {
+            let _ = tokio::join!(self.node(&pod.node), self.pod(pod));
+        }))
+        .await;
     }
 
     /// A read sent less than [`SHARED_LOOK_FOR`] ago (answered or in flight) under `key`, or a
@@ -256,8 +286,18 @@ impl<'a> SharedLooks<'a> {
                 Err(e) => return Err(e.clone()),
             }
         }
-        let pods: Api<Pod> = Api::namespaced(self.writer.client.clone(), &pod.namespace);
-        pods.get_opt(&pod.name).await.map_err(|e| e.to_string())
+        let (client, namespace, name) =
+            (self.writer.client.clone(), pod.namespace.clone(), pod.name.clone());
+        let key = format!("{namespace}/{name}");
+        let read = Self::shared(&self.pods, &key, move || {
+            async move {
+                let pods: Api<Pod> = Api::namespaced(client, &namespace);
+                pods.get_opt(&name).await.map_err(|e| e.to_string())
+            }
+            .boxed()
+        })
+        .await;
+        (*read).clone()
     }
 }
 

@@ -174,15 +174,19 @@ impl Writer {
             Some(validated) if !actions.is_empty() => {
                 // Every request is recorded before it is sent: an operator stopped between the
                 // request and its outcome leaves a Pending record, which its next run resolves.
-                let mut fresh_policy = None;
+                let looks = SharedLooks::new(self, policy.name_any(), actions, None);
                 if validated.mode == Mode::Enforce {
                     let pending = actions.iter().map(|a| pending_record(a, crate::clock::now()));
                     push_recent_actions(&mut status, pending);
-                    let sent = Instant::now();
-                    match self.write_status(&policy.name_any(), &status).await {
+                    let (name, sent) = (policy.name_any(), Instant::now());
+                    // The last looks' reads go out meanwhile; no request before the records
+                    // are stored.
+                    let (written, ()) =
+                        tokio::join!(self.write_status(&name, &status), looks.prefetch(actions));
+                    match written {
                         // The API server answers with the policy as it stands: the last looks
                         // that start soon after need not read it again.
-                        Ok(answer) => fresh_policy = Some((sent, answer)),
+                        Ok(answer) => looks.set_policy(sent, answer),
                         Err(e) => {
                             warn!(policy = %policy.name_any(), error = %e,
                                 "cannot record the actions before taking them: none taken");
@@ -190,7 +194,6 @@ impl Writer {
                         }
                     }
                 }
-                let looks = SharedLooks::new(self, policy.name_any(), actions, fresh_policy);
                 self.execute_with(policy, validated, actions, crate::clock::now, looks).await
             }
             _ => Vec::new(),

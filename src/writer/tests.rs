@@ -48,6 +48,8 @@ struct World {
     failed: Option<&'static str>,
     /// `web-0` is Running (not Terminating) with this `Ready` condition status.
     ready: Option<&'static str>,
+    /// The API server refuses every write of the policy's status (500).
+    status_fails: bool,
 }
 
 const DEAD: World = World {
@@ -57,6 +59,7 @@ const DEAD: World = World {
     disrupted: false,
     failed: None,
     ready: None,
+    status_fails: false,
 };
 
 /// `web-0` as the world holds it.
@@ -172,6 +175,19 @@ async fn serve(mut handle: Handle, world: World) -> Vec<(Method, String, Value)>
         let method = req.method().clone();
         let uri = req.uri().to_string();
         let body = body_json(req).await;
+        if world.status_fails
+            && method == Method::PATCH
+            && uri.contains("/remediationpolicies/p/status")
+        {
+            seen.push((method, uri, body));
+            let status = json!({ "kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                 "message": "etcdserver: request timed out", "code": 500 });
+            let bytes = serde_json::to_vec(&status).expect("json");
+            send.send_response(
+                Response::builder().status(500).body(Body::from(bytes)).expect("response"),
+            );
+            continue;
+        }
         let reply = match (method.as_str(), uri.as_str()) {
             ("GET", u) if u.starts_with("/api/v1/namespaces/ns/pods/web-0") => world_pod(world),
             ("GET", u) if u.starts_with("/api/v1/pods?") => json!({
@@ -520,4 +536,40 @@ async fn a_pod_left_ready_is_marked_not_ready_through_its_status_on_the_pod_as_r
             assert!(body["status"].get("phase").is_none(), "the phase stays: {body}");
         }
     }
+}
+
+/// The last looks' reads go out while the `Pending` records are written, but no request: when
+/// the records cannot be stored, nothing is sent and nothing is recorded.
+#[tokio::test]
+async fn nothing_is_sent_when_the_pending_records_cannot_be_written() {
+    let (client, handle) = mock();
+    let server = tokio::spawn(serve(handle, World { status_fails: true, ..DEAD }));
+    let writer = Writer::new(client, Arc::new(Metrics::new()), None);
+    let p = policy("Enforce");
+    let v = validated(&p);
+    let committed = writer
+        .commit(Commit {
+            policy: &p,
+            validated: Some(&v),
+            actions: &[action()],
+            notices: Vec::new(),
+            fencing_notices: Vec::new(),
+            pod_notices: Vec::new(),
+            node_notices: Vec::new(),
+            status: RemediationPolicyStatus::default(),
+            previous: None,
+            carried: Vec::new(),
+            resolved: Vec::new(),
+        })
+        .await;
+    let seen = server.await.expect("mock server");
+    assert!(committed.outcomes.is_empty(), "{:?}", committed.outcomes);
+    assert!(committed.status.is_err(), "the status write failed");
+    let writes: Vec<_> = seen
+        .iter()
+        .filter(|(m, u, _)| m != Method::GET && !u.contains("/remediationpolicies/p/status"))
+        .collect();
+    assert!(writes.is_empty(), "sent without a record: {writes:?}");
+    // The reads went out meanwhile.
+    assert!(seen.iter().any(|(m, u, _)| m == Method::GET && u.contains("/pods/web-0")), "{seen:?}");
 }
