@@ -343,6 +343,27 @@ async fn dry_run_sends_nothing_but_events() {
     assert!(metrics.encode().contains(r#"mode="DryRun",result="WouldAct"} 1"#));
 }
 
+/// A reconcile's commit of `actions` alone, on a policy with no status yet.
+fn commit_of<'a>(
+    p: &'a RemediationPolicy,
+    v: &'a ValidatedPolicy,
+    actions: &'a [Action],
+) -> Commit<'a> {
+    Commit {
+        policy: p,
+        validated: Some(v),
+        actions,
+        notices: Vec::new(),
+        fencing_notices: Vec::new(),
+        pod_notices: Vec::new(),
+        node_notices: Vec::new(),
+        status: RemediationPolicyStatus::default(),
+        previous: None,
+        carried: Vec::new(),
+        resolved: Vec::new(),
+    }
+}
+
 #[tokio::test]
 async fn enforce_records_each_action_before_its_request() {
     let (client, handle) = mock();
@@ -350,21 +371,7 @@ async fn enforce_records_each_action_before_its_request() {
     let writer = Writer::new(client, Arc::new(Metrics::new()), None);
     let p = policy("Enforce");
     let v = validated(&p);
-    let committed = writer
-        .commit(Commit {
-            policy: &p,
-            validated: Some(&v),
-            actions: &[action()],
-            notices: Vec::new(),
-            fencing_notices: Vec::new(),
-            pod_notices: Vec::new(),
-            node_notices: Vec::new(),
-            status: RemediationPolicyStatus::default(),
-            previous: None,
-            carried: Vec::new(),
-            resolved: Vec::new(),
-        })
-        .await;
+    let committed = writer.commit(commit_of(&p, &v, &[action()])).await;
     let seen = server.await.expect("mock server");
 
     assert_eq!(committed.outcomes[0].record.result, ActionResult::Done);
@@ -547,21 +554,7 @@ async fn nothing_is_sent_when_the_pending_records_cannot_be_written() {
     let writer = Writer::new(client, Arc::new(Metrics::new()), None);
     let p = policy("Enforce");
     let v = validated(&p);
-    let committed = writer
-        .commit(Commit {
-            policy: &p,
-            validated: Some(&v),
-            actions: &[action()],
-            notices: Vec::new(),
-            fencing_notices: Vec::new(),
-            pod_notices: Vec::new(),
-            node_notices: Vec::new(),
-            status: RemediationPolicyStatus::default(),
-            previous: None,
-            carried: Vec::new(),
-            resolved: Vec::new(),
-        })
-        .await;
+    let committed = writer.commit(commit_of(&p, &v, &[action()])).await;
     let seen = server.await.expect("mock server");
     assert!(committed.outcomes.is_empty(), "{:?}", committed.outcomes);
     assert!(committed.status.is_err(), "the status write failed");
