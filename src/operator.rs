@@ -13,8 +13,8 @@ use std::process::ExitCode;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use kube::Client;
 use kube::api::{Api, ListParams};
+use kube::{Client, Resource};
 use tracing::{error, info, warn};
 
 use crate::controllers::policy::{self, Context};
@@ -91,6 +91,7 @@ pub async fn run(client: Client, writer_client: Client, config: Config) -> Resul
         ctx,
         trigger_rx,
         config.policy_selector,
+        lists,
         election.subscribe(),
         stop_rx.clone(),
     ));
@@ -165,6 +166,7 @@ async fn controller_when_leading(
     ctx: Arc<Context>,
     trigger: tokio::sync::watch::Receiver<u64>,
     policy_selector: Option<String>,
+    lists: InitialLists,
     mut leadership: tokio::sync::watch::Receiver<Leadership>,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
@@ -178,7 +180,7 @@ async fn controller_when_leading(
         return;
     }
     info!("leading: starting the policy controller");
-    policy::run(client, ctx, trigger, policy_selector, async move {
+    policy::run(client, ctx, trigger, policy_selector, lists, async move {
         let _ = stop.wait_for(|s| *s).await;
     })
     .await;
@@ -210,19 +212,85 @@ async fn shutdown_signal() {
 }
 
 /// Checks at start-up that the CRD is installed and that every list the operator needs is
-/// allowed, so a missing CRD or RBAC rule is one clear error instead of endless retries.
+/// allowed, so a missing CRD or RBAC rule is one clear error instead of endless retries. It lists
+/// nothing where it can help it: the CRD from discovery, each permission from an access review
+/// (all at once), so the watches' initial state is the only read of each kind.
 pub async fn preflight(client: &Client) -> Result<()> {
-    let lp = ListParams::default().limit(1);
-    match Api::<RemediationPolicy>::all(client.clone()).list(&lp).await {
-        Ok(_) => {}
+    let group = format!("{}/{}", RemediationPolicy::group(&()), RemediationPolicy::version(&()));
+    let plural = RemediationPolicy::plural(&());
+    match client.list_api_group_resources(&group).await {
+        Ok(served) if served.resources.iter().any(|r| r.name == plural) => {}
+        Ok(_) => return Err(Error::CrdMissing),
         Err(kube::Error::Api(s)) if s.code == 404 => return Err(Error::CrdMissing),
-        Err(e) => return Err(classify("list", "remediationpolicies", e)),
+        Err(e) => return Err(Error::List { kind: "remediationpolicies", source: e }),
     }
-    for kind in WATCHED {
-        let resource = kind.kind().as_str();
-        kind.check_list(client.clone()).await.map_err(|e| classify("list", resource, e))?;
+    let policies = async {
+        let api = Api::<RemediationPolicy>::all(client.clone());
+        may_list(api, RemediationPolicy::group(&()).into_owned(), plural.to_string(), None).await
+    };
+    let kinds = WATCHED.iter().map(|kind| kind.check_list(client.clone()));
+    let (policies, kinds) = tokio::join!(policies, futures::future::join_all(kinds));
+    let resources = std::iter::once("remediationpolicies")
+        .chain(WATCHED.iter().map(|kind| kind.kind().as_str()));
+    for (resource, allowed) in resources.zip(std::iter::once(policies).chain(kinds)) {
+        match allowed {
+            Ok(Ok(())) => {}
+            Ok(Err(message)) => return Err(Error::Forbidden { verb: "list", resource, message }),
+            Err(e) => return Err(classify("list", resource, e)),
+        }
     }
     Ok(())
+}
+
+/// Whether this identity may list the `resource` of `group` that `api` reads (in `namespace`,
+/// or cluster-wide), by a SelfSubjectAccessReview, which every authenticated identity may
+/// create; where the API server refuses the review itself, by a LIST of one object's metadata.
+/// `Ok(Err(why))`: it may not.
+pub async fn may_list<K>(
+    api: Api<K>,
+    group: String,
+    resource: String,
+    namespace: Option<&'static str>,
+) -> std::result::Result<std::result::Result<(), String>, kube::Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    use k8s_openapi::api::authorization::v1::{
+        ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+    };
+    let review = SelfSubjectAccessReview {
+        spec: SelfSubjectAccessReviewSpec {
+            resource_attributes: Some(ResourceAttributes {
+                verb: Some("list".into()),
+                group: Some(group.clone()),
+                resource: Some(resource.clone()),
+                namespace: namespace.map(str::to_string),
+                ..ResourceAttributes::default()
+            }),
+            ..SelfSubjectAccessReviewSpec::default()
+        },
+        ..SelfSubjectAccessReview::default()
+    };
+    let reviews: Api<SelfSubjectAccessReview> = Api::all(api.clone().into_client());
+    let answer = match reviews.create(&Default::default(), &review).await {
+        Ok(answer) => answer.status.unwrap_or_default(),
+        Err(kube::Error::Api(s)) if s.code == 403 || s.code == 404 => {
+            return match api.list_metadata(&ListParams::default().limit(1)).await {
+                Ok(_) => Ok(Ok(())),
+                Err(kube::Error::Api(s)) if s.code == 403 => Ok(Err(s.message)),
+                Err(e) => Err(e),
+            };
+        }
+        Err(e) => return Err(e),
+    };
+    if answer.allowed {
+        return Ok(Ok(()));
+    }
+    let scope = namespace.map_or("at the cluster scope".into(), |ns| format!("in namespace {ns}"));
+    let why = answer.reason.filter(|r| !r.is_empty()).map(|r| format!(": {r}")).unwrap_or_default();
+    Ok(Err(format!(
+        "this identity cannot list resource {resource:?} in API group {group:?} {scope}{why}"
+    )))
 }
 
 fn classify(verb: &'static str, resource: &'static str, e: kube::Error) -> Error {

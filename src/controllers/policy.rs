@@ -95,12 +95,14 @@ impl Context {
 }
 
 /// Runs the controller until `shutdown` resolves. `policy_selector` restricts which policies
-/// this process serves (a label selector; empty for all).
+/// this process serves (a label selector; empty for all); `lists` is how its watch gets the
+/// policies at start (streamed where the server can, as the other watches).
 pub async fn run(
     client: Client,
     ctx: Arc<Context>,
     trigger: tokio::sync::watch::Receiver<u64>,
     policy_selector: Option<String>,
+    lists: crate::index::watches::InitialLists,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     // Blocked rollouts are reported whatever the policies say, by the same (leading) process.
@@ -111,9 +113,7 @@ pub async fn run(
         trigger.clone(),
     ));
     let api: Api<RemediationPolicy> = Api::all(client);
-    // A handful of policies: a paged list works on every API server.
-    let mut config =
-        crate::index::watches::watch_config(crate::index::watches::InitialLists::Paged);
+    let mut config = crate::index::watches::watch_config(lists);
     if let Some(selector) = policy_selector {
         config = config.labels(&selector);
     }

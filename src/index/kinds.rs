@@ -33,6 +33,9 @@ pub trait Watched:
 {
     const KIND: WatchedKind;
 
+    /// The namespace the operator reads the kind in ([`Watched::api`]); `None`: cluster-wide.
+    const NAMESPACE: Option<&'static str> = None;
+
     /// Every object of the kind the operator reads (cluster-wide unless overridden).
     fn api(client: Client) -> Api<Self> {
         Api::all(client)
@@ -61,6 +64,7 @@ impl Watched for Node {
 
 impl Watched for Lease {
     const KIND: WatchedKind = WatchedKind::Lease;
+    const NAMESPACE: Option<&'static str> = Some(NODE_LEASE_NAMESPACE);
     fn api(client: Client) -> Api<Self> {
         Api::namespaced(client, NODE_LEASE_NAMESPACE)
     }
@@ -140,8 +144,12 @@ pub trait KindOps: Sync {
     /// Starts the kind's watch into the shared state (see [`super::watches`]).
     fn spawn_watch(&self, client: Client, ctx: WatchCtx) -> JoinHandle<()>;
 
-    /// Lists one object's metadata: proves the operator may list the kind.
-    fn check_list(&self, client: Client) -> BoxFuture<'static, Result<(), kube::Error>>;
+    /// Whether the operator may list the kind, by the API server's access review
+    /// ([`crate::operator::may_list`]): `Ok(Err(why))` when it may not.
+    fn check_list(
+        &self,
+        client: Client,
+    ) -> BoxFuture<'static, Result<Result<(), String>, kube::Error>>;
 
     /// Lists every object of the kind, page by page, into `state` as seen at `now`; returns
     /// the list's resourceVersion.
@@ -164,10 +172,12 @@ impl<K: Watched> KindOps for Ops<K> {
         spawn(K::api(client), K::KIND, ctx, K::apply, K::delete)
     }
 
-    fn check_list(&self, client: Client) -> BoxFuture<'static, Result<(), kube::Error>> {
-        Box::pin(async move {
-            K::api(client).list_metadata(&ListParams::default().limit(1)).await.map(|_| ())
-        })
+    fn check_list(
+        &self,
+        client: Client,
+    ) -> BoxFuture<'static, Result<Result<(), String>, kube::Error>> {
+        let (group, resource) = (K::group(&()).into_owned(), K::plural(&()).into_owned());
+        Box::pin(crate::operator::may_list(K::api(client), group, resource, K::NAMESPACE))
     }
 
     fn load<'a>(
