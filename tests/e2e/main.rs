@@ -15,6 +15,7 @@ mod explain;
 mod failed_by_shutdown;
 mod faults;
 mod fixtures;
+mod hollow;
 mod leader;
 mod live_node;
 mod metrics;
@@ -77,6 +78,7 @@ fn main() {
     let trials: Vec<_> = [
         faults::trials(),
         storm::trials(),
+        hollow::trials(),
         node_actions::trials(),
         disruption::trials(),
         node_lifecycle::trials(),

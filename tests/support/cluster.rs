@@ -220,6 +220,9 @@ pub struct Cluster {
     pub bin: TestBin,
     etcd_data: PathBuf,
     procs: Mutex<Vec<Proc>>,
+    /// Processes tests start on this control plane and stop themselves (hollow kubelets), kept
+    /// in the `pids` file so that a run killed before its clean-up is cleaned by the next one.
+    test_pids: Mutex<Vec<u32>>,
 }
 
 impl Cluster {
@@ -291,6 +294,7 @@ impl Cluster {
             bin: bin.clone(),
             etcd_data: etcd_data.clone(),
             procs: Mutex::new(Vec::new()),
+            test_pids: Mutex::new(Vec::new()),
         };
 
         cluster.spawn(
@@ -592,11 +596,26 @@ impl Cluster {
             .stderr(log)
             .spawn()
             .with_context(|| format!("starting {name}"))?;
-        let mut procs = self.procs.lock().unwrap_or_else(|e| e.into_inner());
-        procs.push(Proc { name, child });
-        // Record the pids so a run killed before its clean-up can be cleaned by the next one.
+        self.procs.lock().unwrap_or_else(|e| e.into_inner()).push(Proc { name, child });
+        self.write_pids()
+    }
+
+    /// Adds `pid`, a process a test started on this control plane (a hollow kubelet), to the
+    /// `pids` file, so that the next run kills it if this one dies before its clean-up.
+    pub fn record_pid(&self, pid: u32) {
+        self.test_pids.lock().unwrap_or_else(|e| e.into_inner()).push(pid);
+        if let Err(e) = self.write_pids() {
+            eprintln!("[cluster] cannot record pid {pid}: {e:#}");
+        }
+    }
+
+    /// Records the pids so a run killed before its clean-up can be cleaned by the next one.
+    fn write_pids(&self) -> Result<()> {
+        let procs = self.procs.lock().unwrap_or_else(|e| e.into_inner());
+        let tests = self.test_pids.lock().unwrap_or_else(|e| e.into_inner());
         let mut lines = vec![format!("owner {}", std::process::id())];
         lines.extend(procs.iter().map(|p| p.child.id().to_string()));
+        lines.extend(tests.iter().map(u32::to_string));
         std::fs::write(self.dir.join("pids"), lines.join("\n"))?;
         Ok(())
     }
@@ -649,7 +668,7 @@ impl Drop for Stall {
 }
 
 /// Sends `SIG<name>` to `pid` with kill(1) (the crate forbids `unsafe`, so no libc).
-fn signal(pid: u32, name: &str) -> Result<()> {
+pub fn signal(pid: u32, name: &str) -> Result<()> {
     let status = Command::new("kill")
         .args([format!("-{name}"), pid.to_string()])
         .status()

@@ -1,6 +1,6 @@
 //! Test support shared by the end-to-end tests, the packaging trials, the demo and the
 //! benchmarks: a real control plane on loopback ([`cluster`]), per-test isolation and waiting
-//! helpers ([`env`]), the PKI ([`pki`]), the installation of the `RemediationPolicy` CRD
+//! helpers ([`env`]), hollow kubelets (real kubelet code, [`hollow`]), the PKI ([`pki`]), the installation of the `RemediationPolicy` CRD
 //! ([`crd`]), the pinned `helm` and the packaged chart ([`chart`]), the queries of the chart's
 //! alerts and dashboard ([`monitoring`]), and the table of what the code asks the API server for
 //! ([`rbac`]).
@@ -9,6 +9,7 @@ pub mod chart;
 pub mod cluster;
 pub mod crd;
 pub mod env;
+pub mod hollow;
 pub mod monitoring;
 pub mod operator;
 pub mod pki;
