@@ -17,6 +17,12 @@
 //!   collector deleted with the Node; PodGC deletes its pods), then restarted again (the Node is back with a new
 //!   UID): no operator write to the node or its pods (a policy that would release pods and
 //!   cordon at once), and the node is alive again to the operator.
+//! - `hk-long-stop`: the kubelet SIGSTOPped past `leaseStaleFor` with a Deployment's and a
+//!   StatefulSet's pod on it, then resumed: while it was away the Deployment's pod was released
+//!   and the StatefulSet's held (no fencing); once it is back the kubelet finishes the
+//!   StatefulSet's pod itself, and the operator writes nothing more.
+//! - `hk-live-finish`: pods deleted on a live hollow node, which its kubelet finishes, under an
+//!   eager policy (force delete on live nodes 10 s after the grace period): never touched.
 
 use std::time::{Duration, Instant};
 
@@ -42,6 +48,8 @@ pub fn trials() -> Vec<Trial> {
         prod_e2e!("hk-incident-1", recreate_and_stateful_set_on_a_killed_hollow_node),
         prod_e2e!("hk-blip", a_blip_the_kubelet_repairs_itself_is_left_alone),
         prod_e2e!("hk-restart-and-node-deleted", a_restarted_kubelet_and_a_deleted_node_are_life),
+        prod_e2e!("hk-long-stop", a_kubelet_stopped_past_lease_stale_for_then_resumed),
+        prod_e2e!("hk-live-finish", a_pod_its_kubelet_finishes_is_never_touched),
     ]
 }
 
@@ -83,6 +91,13 @@ fn running_containers(pod: &Pod) -> usize {
         .flatten()
         .filter(|c| c.state.as_ref().is_some_and(|s| s.running.is_some()))
         .count()
+}
+
+/// When the pod's first container was (last) started, as its kubelet reports it.
+fn container_started(pod: &Pod) -> Option<Timestamp> {
+    let statuses = pod.status.as_ref()?.container_statuses.as_ref()?;
+    let running = statuses.first()?.state.as_ref()?.running.as_ref()?;
+    running.started_at.as_ref().map(|t| t.0)
 }
 
 /// Prints what the hollow kubelet costs now: resident memory and CPU time since its start.
@@ -353,23 +368,22 @@ async fn a_restarted_kubelet_and_a_deleted_node_are_life(
     renewed_since(env, &live, restarted).await?;
     let (after, owner) = lease_of(env, &live).await?.context("no Lease")?;
     ensure!(owner == old_owner, "the Lease changed owner over a restart");
-    let pod = wait_for(
-        "the pod Ready again under the restarted kubelet",
-        Duration::from_secs(60),
-        || async { Ok(env.pods().get_opt(&pod_name).await?.filter(pod_is_ready)) },
-    )
-    .await?;
+    // The restarted kubelet has a new (empty) fake runtime: it syncs the pod again, which
+    // shows as its container started after the restart.
+    let pod =
+        wait_for("the restarted kubelet to run the pod again", Duration::from_secs(90), || async {
+            let pod = env.pods().get_opt(&pod_name).await?;
+            Ok(pod
+                .filter(|p| pod_is_ready(p) && container_started(p).is_some_and(|t| t > restarted)))
+        })
+        .await?;
     ensure!(uid(&pod) == pod_uid, "the pod was replaced over a kubelet restart");
     eprintln!(
-        "{NAME} restart (start {}): Lease renewed {:.1}s after the restart (the last renewal before it {:.1}s earlier); the pod's container restarts: {}",
+        "{NAME} restart (start {}): Lease renewed {:.1}s after the restart (the last renewal before it {:.1}s earlier); the pod's container started again {:.1}s after it",
         hollow.starts(),
         after.duration_since(restarted).as_secs_f64(),
         restarted.duration_since(before).as_secs_f64(),
-        pod.status
-            .as_ref()
-            .and_then(|s| s.container_statuses.as_ref())
-            .and_then(|c| c.first())
-            .map_or(0, |c| c.restart_count)
+        container_started(&pod).map_or(f64::NAN, |t| t.duration_since(restarted).as_secs_f64()),
     );
 
     // The Node deleted under the running kubelet. The 1.37 kubelet does not register it again
@@ -441,5 +455,148 @@ async fn a_restarted_kubelet_and_a_deleted_node_are_life(
     })
     .await?;
     report_cost(env, &hollow, started);
+    Ok(())
+}
+
+/// The kubelet hung (SIGSTOP) past the policy's `leaseStaleFor`, with a Deployment's pod and a
+/// StatefulSet's pod on its node (tolerating its death 1 s), then resumed.
+async fn a_kubelet_stopped_past_lease_stale_for_then_resumed(
+    cluster: &Cluster,
+    env: &TestEnv,
+) -> Result<()> {
+    const NAME: &str = "[hk-long-stop]";
+    let started = Instant::now();
+    let mut hollow = HollowKubelet::start(cluster, env, "hung", &[]).await?;
+    let hung = hollow.name.clone();
+    env.create_policy(json!({
+        "mode": "Enforce",
+        "deadNode": { "notReadyFor": "10s", "leaseStaleFor": "40s" },
+        "stuckTerminating": { "delayAfterGrace": "0s" },
+        "safety": { "maxUnhealthyNodes": 2 },
+    }))
+    .await?;
+    let _op = Operator::start_replica(cluster, env, "", &["--leader-elect=false"]).await?;
+    let ready = Timestamp::now();
+    let mut d = deployment("app", 1, "RollingUpdate", json!({ ZONE_LABEL: env.zone }))?;
+    let mut sts = stateful_set("db", 1, json!({ ZONE_LABEL: env.zone }))?;
+    for spec in [
+        d.spec.as_mut().and_then(|s| s.template.spec.as_mut()),
+        sts.spec.as_mut().and_then(|s| s.template.spec.as_mut()),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        spec.tolerations = Some(serde_json::from_value(tolerations(1))?);
+    }
+    env.set_unschedulable(&env.healthy_node, true).await?;
+    env.api::<Deployment>().create(&PostParams::default(), &d).await?;
+    env.api::<StatefulSet>().create(&PostParams::default(), &sts).await?;
+    let app = env.wait_pods_ready("app=app", 1).await?.remove(0);
+    let db = env.wait_pods_ready("app=db", 1).await?.remove(0);
+    env.set_unschedulable(&env.healthy_node, false).await?;
+    ensure!(node_of(&app) == hung && node_of(&db) == hung, "the pods are not on {hung}");
+    let (app_name, db_uid) = (app.metadata.name.clone().unwrap_or_default(), uid(&db));
+    renewed_since(env, &hung, ready).await?;
+
+    hollow.pause()?;
+    let paused = Timestamp::now();
+    env.wait_terminating(&app_name, Duration::from_secs(150)).await?;
+    env.wait_terminating("db-0", Duration::from_secs(30)).await?;
+    let dead = env.dead_at(&hung, 10, 40).await?;
+    // While it is away: the Deployment's pod released once the node is dead, its replacement
+    // running elsewhere; the StatefulSet's pod held (no fencing evidence).
+    wait_for("the Deployment's pod released", until(dead) + Duration::from_secs(30), || async {
+        Ok(env.pods().get_opt(&app_name).await?.is_none().then_some(()))
+    })
+    .await?;
+    env.wait_pods_ready("app=app", 1).await?;
+    holds_for("db-0 held without fencing evidence", Duration::from_secs(10), || async {
+        let pod = env.pods().get_opt("db-0").await?;
+        ensure!(pod.as_ref().map(uid).as_deref() == Some(db_uid.as_str()), "db-0 released");
+        Ok(())
+    })
+    .await?;
+    let away = Timestamp::now().duration_since(paused);
+
+    // Back: the kubelet finishes db-0 itself (its final DELETE), the StatefulSet replaces it.
+    let resumed = hollow.resume()?;
+    let finished = wait_for("the kubelet to finish db-0", Duration::from_secs(90), || async {
+        let pod = env.pods().get_opt("db-0").await?;
+        Ok(pod.is_none_or(|p| uid(&p) != db_uid).then(Timestamp::now))
+    })
+    .await?;
+    env.wait_pods_ready("app=db", 1).await?;
+    wait_node(env, &hung, "True", Duration::from_secs(60)).await?;
+    eprintln!(
+        "{NAME} stopped {:.1}s (dead by the policy {:.1}s after the SIGSTOP); db-0 finished by its kubelet {:.1}s after the SIGCONT",
+        away.as_secs_f64(),
+        dead.duration_since(paused).as_secs_f64(),
+        finished.duration_since(resumed).as_secs_f64()
+    );
+    holds_for("nothing more from the operator", Duration::from_secs(20), || async {
+        let writes = cluster.operator_pod_writes(&env.namespace, None)?;
+        let after: Vec<_> =
+            writes.iter().filter(|w| w.received.is_none_or(|t| t >= resumed)).collect();
+        ensure!(after.is_empty(), "the operator wrote after the kubelet was back: {after:?}");
+        Ok(())
+    })
+    .await?;
+    let writes = cluster.operator_pod_writes(&env.namespace, None)?;
+    ensure!(
+        writes.iter().all(|w| w.name.as_deref() == Some(app_name.as_str())),
+        "the operator wrote to another pod than {app_name}: {writes:?}"
+    );
+    ensure!(cluster.operator_node_writes(&hung)?.is_empty(), "the operator wrote to {hung}");
+    report_cost(env, &hollow, started);
+    Ok(())
+}
+
+/// Pods deleted on a live hollow node (grace periods of 1 s and 30 s) are finished by its
+/// kubelet; an eager policy that force-deletes on live nodes 10 s after the grace period (the
+/// kubelet's status sync period) has nothing to do. With `0s` it raced the kubelet: the pod
+/// with a 1 s grace period was finished by its kubelet 1.7 s after its delete, and the operator
+/// force-deleted it at 1 s (the CRD accepts `0s`; the default is `2m`).
+async fn a_pod_its_kubelet_finishes_is_never_touched(
+    cluster: &Cluster,
+    env: &TestEnv,
+) -> Result<()> {
+    const NAME: &str = "[hk-live-finish]";
+    let hollow = HollowKubelet::start(cluster, env, "live", &[]).await?;
+    env.create_policy(json!({
+        "mode": "Enforce",
+        "liveNodeStuck": { "delayAfterGrace": "10s", "forceDeleteAfter": "10s" },
+        "stuckTerminating": { "delayAfterGrace": "0s" },
+    }))
+    .await?;
+    let _op = Operator::start_replica(cluster, env, "", &["--leader-elect=false"]).await?;
+    for (name, grace) in [("short", 1), ("long", 30)] {
+        let mut pod =
+            crate::fixtures::bare_pod(name, &hollow.name, json!({ "app": name }), json!({}))?;
+        if let Some(spec) = pod.spec.as_mut() {
+            spec.termination_grace_period_seconds = Some(grace);
+        }
+        env.pods().create(&PostParams::default(), &pod).await?;
+    }
+    env.wait_pods_ready("app=short", 1).await?;
+    env.wait_pods_ready("app=long", 1).await?;
+    for name in ["short", "long"] {
+        let deleted = Timestamp::now();
+        env.pods().delete(name, &Default::default()).await?;
+        wait_for(&format!("the kubelet to finish {name}"), Duration::from_secs(60), || async {
+            Ok(env.pods().get_opt(name).await?.is_none().then_some(()))
+        })
+        .await?;
+        eprintln!(
+            "{NAME} pod {name} finished by its kubelet {:.1}s after its delete",
+            Timestamp::now().duration_since(deleted).as_secs_f64()
+        );
+    }
+    holds_for("no operator write", Duration::from_secs(5), || async {
+        let writes = cluster.operator_pod_writes(&env.namespace, None)?;
+        ensure!(writes.is_empty(), "the operator wrote to pods: {writes:?}");
+        Ok(())
+    })
+    .await?;
+    ensure!(hollow.pid().is_some(), "the hollow kubelet is not running");
     Ok(())
 }
