@@ -93,6 +93,41 @@ fn running_containers(pod: &Pod) -> usize {
         .count()
 }
 
+/// Runs the Deployment `d` and a StatefulSet `sts` of one pod (confined to the test's zone) on
+/// the hollow node `node`, both tolerating its death 1 s; the healthy kwok node is cordoned
+/// until both run. Returns their pods, Ready, with the hollow kubelet's running container.
+async fn run_on_hollow_node(
+    env: &TestEnv,
+    node: &str,
+    mut d: Deployment,
+    sts: &str,
+) -> Result<(Pod, Pod)> {
+    let mut sts = stateful_set(sts, 1, json!({ ZONE_LABEL: env.zone }))?;
+    for spec in [
+        d.spec.as_mut().and_then(|s| s.template.spec.as_mut()),
+        sts.spec.as_mut().and_then(|s| s.template.spec.as_mut()),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        spec.tolerations = Some(serde_json::from_value(tolerations(1))?);
+    }
+    let selector = |name: Option<&String>| format!("app={}", name.cloned().unwrap_or_default());
+    let (d_app, sts_app) =
+        (selector(d.metadata.name.as_ref()), selector(sts.metadata.name.as_ref()));
+    env.set_unschedulable(&env.healthy_node, true).await?;
+    env.api::<Deployment>().create(&PostParams::default(), &d).await?;
+    env.api::<StatefulSet>().create(&PostParams::default(), &sts).await?;
+    let from_d = env.wait_pods_ready(&d_app, 1).await?.remove(0);
+    let from_sts = env.wait_pods_ready(&sts_app, 1).await?.remove(0);
+    env.set_unschedulable(&env.healthy_node, false).await?;
+    for pod in [&from_d, &from_sts] {
+        ensure!(node_of(pod) == node, "{:?} is not on {node}", pod.metadata.name);
+        ensure!(running_containers(pod) == 1, "the hollow kubelet reports no running container");
+    }
+    Ok((from_d, from_sts))
+}
+
 /// When the pod's first container was (last) started, as its kubelet reports it.
 fn container_started(pod: &Pod) -> Option<Timestamp> {
     let statuses = pod.status.as_ref()?.container_statuses.as_ref()?;
@@ -133,29 +168,10 @@ async fn recreate_and_stateful_set_on_a_killed_hollow_node(
     let _op = Operator::start_replica(cluster, env, "", &["--leader-elect=false"]).await?;
     let ready = Timestamp::now();
 
-    // Both workloads on the hollow node: the Deployment by hostname, the StatefulSet by zone
-    // with the healthy kwok node cordoned meanwhile.
-    let mut d = deployment("legacy", 1, "Recreate", json!({ HOSTNAME_LABEL: victim }))?;
-    let mut sts = stateful_set("web", 1, json!({ ZONE_LABEL: env.zone }))?;
-    for spec in [
-        d.spec.as_mut().and_then(|s| s.template.spec.as_mut()),
-        sts.spec.as_mut().and_then(|s| s.template.spec.as_mut()),
-    ]
-    .into_iter()
-    .flatten()
-    {
-        spec.tolerations = Some(serde_json::from_value(tolerations(1))?);
-    }
-    env.set_unschedulable(&env.healthy_node, true).await?;
-    env.api::<Deployment>().create(&PostParams::default(), &d).await?;
-    env.api::<StatefulSet>().create(&PostParams::default(), &sts).await?;
-    let old = env.wait_pods_ready("app=legacy", 1).await?.remove(0);
-    let web = env.wait_pods_ready("app=web", 1).await?.remove(0);
-    env.set_unschedulable(&env.healthy_node, false).await?;
-    for pod in [&old, &web] {
-        ensure!(node_of(pod) == victim, "{:?} is not on {victim}", pod.metadata.name);
-        ensure!(running_containers(pod) == 1, "the hollow kubelet reports no running container");
-    }
+    // Both workloads on the hollow node: the Deployment by hostname (its rollout then moves it
+    // to the zone), the StatefulSet by zone with the healthy kwok node cordoned meanwhile.
+    let d = deployment("legacy", 1, "Recreate", json!({ HOSTNAME_LABEL: victim }))?;
+    let (old, web) = run_on_hollow_node(env, &victim, d, "web").await?;
     let (old_name, web_uid) = (old.metadata.name.clone().unwrap_or_default(), uid(&web));
     report_cost(env, &hollow, started);
 
@@ -477,24 +493,8 @@ async fn a_kubelet_stopped_past_lease_stale_for_then_resumed(
     .await?;
     let _op = Operator::start_replica(cluster, env, "", &["--leader-elect=false"]).await?;
     let ready = Timestamp::now();
-    let mut d = deployment("app", 1, "RollingUpdate", json!({ ZONE_LABEL: env.zone }))?;
-    let mut sts = stateful_set("db", 1, json!({ ZONE_LABEL: env.zone }))?;
-    for spec in [
-        d.spec.as_mut().and_then(|s| s.template.spec.as_mut()),
-        sts.spec.as_mut().and_then(|s| s.template.spec.as_mut()),
-    ]
-    .into_iter()
-    .flatten()
-    {
-        spec.tolerations = Some(serde_json::from_value(tolerations(1))?);
-    }
-    env.set_unschedulable(&env.healthy_node, true).await?;
-    env.api::<Deployment>().create(&PostParams::default(), &d).await?;
-    env.api::<StatefulSet>().create(&PostParams::default(), &sts).await?;
-    let app = env.wait_pods_ready("app=app", 1).await?.remove(0);
-    let db = env.wait_pods_ready("app=db", 1).await?.remove(0);
-    env.set_unschedulable(&env.healthy_node, false).await?;
-    ensure!(node_of(&app) == hung && node_of(&db) == hung, "the pods are not on {hung}");
+    let d = deployment("app", 1, "RollingUpdate", json!({ ZONE_LABEL: env.zone }))?;
+    let (app, db) = run_on_hollow_node(env, &hung, d, "db").await?;
     let (app_name, db_uid) = (app.metadata.name.clone().unwrap_or_default(), uid(&db));
     renewed_since(env, &hung, ready).await?;
 
