@@ -23,6 +23,10 @@
 //!   StatefulSet's pod itself, and the operator writes nothing more.
 //! - `hk-live-finish`: pods deleted on a live hollow node, which its kubelet finishes, under an
 //!   eager policy (force delete on live nodes 10 s after the grace period): never touched.
+//! - `hk-storm`: three hollow kubelets stopped together (a partition), each with a pod deleted
+//!   while it is away: more unhealthy nodes than the policy's `maxUnhealthyNodes`, the circuit
+//!   opens and nothing is released; when they come back, the kubelets finish the pods
+//!   themselves.
 
 use std::time::{Duration, Instant};
 
@@ -50,7 +54,24 @@ pub fn trials() -> Vec<Trial> {
         prod_e2e!("hk-restart-and-node-deleted", a_restarted_kubelet_and_a_deleted_node_are_life),
         prod_e2e!("hk-long-stop", a_kubelet_stopped_past_lease_stale_for_then_resumed),
         prod_e2e!("hk-live-finish", a_pod_its_kubelet_finishes_is_never_touched),
+        prod_e2e!("hk-storm", hollow_kubelets_stopped_together_open_the_circuit),
     ]
+}
+
+/// An Enforce policy that releases pods stuck Terminating on dead nodes at once (dead: 10 s not
+/// Ready and 40 s without a Lease renewal), with at most 2 unhealthy nodes; `extra`'s fields
+/// are added to it.
+fn release_policy(extra: serde_json::Value) -> serde_json::Value {
+    let mut spec = json!({
+        "mode": "Enforce",
+        "deadNode": { "notReadyFor": "10s", "leaseStaleFor": "40s" },
+        "stuckTerminating": { "delayAfterGrace": "0s" },
+        "safety": { "maxUnhealthyNodes": 2 },
+    });
+    if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra.as_object()) {
+        spec.extend(extra.clone());
+    }
+    spec
 }
 
 /// NoExecute tolerations of `seconds` for an unreachable or not-ready node.
@@ -157,14 +178,8 @@ async fn recreate_and_stateful_set_on_a_killed_hollow_node(
     let started = Instant::now();
     let mut hollow = HollowKubelet::start(cluster, env, "victim", &[]).await?;
     let victim = hollow.name.clone();
-    env.create_policy(json!({
-        "mode": "Enforce",
-        "deadNode": { "notReadyFor": "10s", "leaseStaleFor": "40s" },
-        "stuckTerminating": { "delayAfterGrace": "0s" },
-        "recreateRollouts": { "delayAfterGrace": "0s" },
-        "safety": { "maxUnhealthyNodes": 2 },
-    }))
-    .await?;
+    env.create_policy(release_policy(json!({ "recreateRollouts": { "delayAfterGrace": "0s" } })))
+        .await?;
     let _op = Operator::start_replica(cluster, env, "", &["--leader-elect=false"]).await?;
     let ready = Timestamp::now();
 
@@ -363,14 +378,10 @@ async fn a_restarted_kubelet_and_a_deleted_node_are_life(
     env.api::<Deployment>().create(&PostParams::default(), &d).await?;
     let pod = env.wait_pods_ready("app=web", 1).await?.remove(0);
     let (pod_name, pod_uid) = (pod.metadata.name.clone().unwrap_or_default(), uid(&pod));
-    env.create_policy(json!({
-        "mode": "Enforce",
-        "deadNode": { "notReadyFor": "10s", "leaseStaleFor": "40s" },
-        "stuckTerminating": { "delayAfterGrace": "0s" },
+    env.create_policy(release_policy(json!({
         "recreateRollouts": { "delayAfterGrace": "0s" },
         "nodeActions": { "cordonAfter": "0s" },
-        "safety": { "maxUnhealthyNodes": 2 },
-    }))
+    })))
     .await?;
     let _op = Operator::start_replica(cluster, env, "", &["--leader-elect=false"]).await?;
     let ready = Timestamp::now();
@@ -484,13 +495,7 @@ async fn a_kubelet_stopped_past_lease_stale_for_then_resumed(
     let started = Instant::now();
     let mut hollow = HollowKubelet::start(cluster, env, "hung", &[]).await?;
     let hung = hollow.name.clone();
-    env.create_policy(json!({
-        "mode": "Enforce",
-        "deadNode": { "notReadyFor": "10s", "leaseStaleFor": "40s" },
-        "stuckTerminating": { "delayAfterGrace": "0s" },
-        "safety": { "maxUnhealthyNodes": 2 },
-    }))
-    .await?;
+    env.create_policy(release_policy(json!({}))).await?;
     let _op = Operator::start_replica(cluster, env, "", &["--leader-elect=false"]).await?;
     let ready = Timestamp::now();
     let d = deployment("app", 1, "RollingUpdate", json!({ ZONE_LABEL: env.zone }))?;
@@ -598,5 +603,85 @@ async fn a_pod_its_kubelet_finishes_is_never_touched(
     })
     .await?;
     ensure!(hollow.pid().is_some(), "the hollow kubelet is not running");
+    Ok(())
+}
+
+/// Three hollow kubelets of the test's zone stopped together (SIGSTOP: a partition), a pod on
+/// each deleted while they are away (Terminating: nobody finishes it). The policy allows 2
+/// unhealthy nodes: the circuit opens and no pod is released, past the instant the nodes count
+/// as dead. On SIGCONT the kubelets finish their pods themselves.
+async fn hollow_kubelets_stopped_together_open_the_circuit(
+    cluster: &Cluster,
+    env: &TestEnv,
+) -> Result<()> {
+    const NAME: &str = "[hk-storm]";
+    let mut hollows = Vec::new();
+    for suffix in ["a", "b", "c"] {
+        hollows.push(HollowKubelet::start(cluster, env, suffix, &[]).await?);
+    }
+    let names: Vec<String> = hollows.iter().map(|h| h.name.clone()).collect();
+    let zone = json!({ "nodeSelector": { "matchLabels": { ZONE_LABEL: env.zone } } });
+    env.create_policy(release_policy(zone)).await?;
+    let extra = ["--leader-elect=false", "--max-unhealthy-nodes-in-cluster=100%"];
+    let _op = Operator::start_replica(cluster, env, "", &extra).await?;
+    let ready = Timestamp::now();
+    for node in &names {
+        let pod = crate::fixtures::bare_pod(node, node, json!({ "app": "storm" }), json!({}))?;
+        env.pods().create(&PostParams::default(), &pod).await?;
+    }
+    env.wait_pods_ready("app=storm", 3).await?;
+    for node in &names {
+        renewed_since(env, node, ready).await?;
+    }
+
+    for hollow in &mut hollows {
+        hollow.pause()?;
+    }
+    let paused = Timestamp::now();
+    for node in &names {
+        wait_node(env, node, "Unknown", Duration::from_secs(120)).await?;
+    }
+    for node in &names {
+        env.delete_gracefully(node, 1).await?;
+    }
+    let mut dead = paused;
+    for node in &names {
+        dead = dead.max(env.dead_at(node, 10, 40).await?);
+    }
+    let open = env
+        .wait_policy("the circuit open", until(dead) + Duration::from_secs(30), |s| {
+            let c = s.conditions.iter().find(|c| c.type_ == "CircuitOpen")?;
+            (c.status == "True").then(|| c.message.clone())
+        })
+        .await?;
+    eprintln!("{NAME} circuit open: {open}");
+    holds_for("no pod released in the storm", until(dead) + Duration::from_secs(15), || async {
+        let writes = cluster.operator_pod_writes(&env.namespace, None)?;
+        ensure!(writes.is_empty(), "the operator wrote to pods: {writes:?}");
+        ensure!(env.list_pods("app=storm").await?.len() == 3, "a pod is gone");
+        Ok(())
+    })
+    .await?;
+
+    let mut resumed = Timestamp::now();
+    for hollow in &mut hollows {
+        resumed = hollow.resume()?;
+    }
+    let finished =
+        wait_for("the kubelets to finish their pods", Duration::from_secs(90), || async {
+            Ok(env.list_pods("app=storm").await?.is_empty().then(Timestamp::now))
+        })
+        .await?;
+    let writes = cluster.operator_pod_writes(&env.namespace, None)?;
+    ensure!(writes.is_empty(), "the operator wrote to pods: {writes:?}");
+    for node in &names {
+        ensure!(cluster.operator_node_writes(node)?.is_empty(), "the operator wrote to {node}");
+    }
+    eprintln!(
+        "{NAME} stopped {:.1}s; the kubelets finished their pods {:.1}s after the last SIGCONT; 3 hollow kubelets: {} MiB RSS",
+        resumed.duration_since(paused).as_secs_f64(),
+        finished.duration_since(resumed).as_secs_f64(),
+        hollows.iter().filter_map(HollowKubelet::rss_kib).sum::<u64>() / 1024
+    );
     Ok(())
 }
