@@ -1,5 +1,5 @@
 //! The incidents and the faults replayed against real kubelet code: hollow kubelets
-//! (`kubemark --morph=kubelet`, [`crate::support::hollow`]) instead of kwok or a heartbeat the
+//! (kubemark's, [`crate::support::hollow`]) instead of kwok or a heartbeat the
 //! test plays. The `hk-*` trials run on the production-like control plane (default node-monitor
 //! grace period, 50 s on 1.37, which a kubelet reporting every 10 s needs; PodGC on; default
 //! tolerations, so the pods that must be evicted carry short ones of their own), beside the

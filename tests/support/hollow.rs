@@ -1,6 +1,9 @@
-//! Hollow kubelets: nodes run by the kubelet's own code (`kubemark --morph=kubelet`, built by
-//! `tools/testbin` from the pinned Kubernetes module) over a fake container runtime, beside the
-//! kwok nodes of the same control plane. kwok is what we believe a kubelet does; a hollow
+//! Hollow kubelets: nodes run by the kubelet's own code (kubemark's hollow kubelet,
+//! `k8s.io/kubernetes/pkg/kubemark`, over a fake container runtime) beside the kwok nodes of the
+//! same control plane. The binary, `hollow-kubelet`, is `tools/kubernetes-1.37/hollow-kubelet`:
+//! what `kubemark --morph=kubelet --use-host-image-service=false` runs, with its HTTP server on
+//! 127.0.0.1 instead of the 0.0.0.0 kubemark hard-codes; `tools/testbin` builds it from the
+//! pinned Kubernetes module. kwok is what we believe a kubelet does; a hollow
 //! kubelet is what it does: it registers its Node, renews its Lease, reports node status, runs
 //! pods (fake containers, Ready at once) through its pod workers and status manager, and
 //! finalizes the pods deleted on it.
@@ -16,8 +19,9 @@
 //! Unlike a real kubelet, a hollow kubelet keeps its containers in its own process (the fake
 //! runtime): a restart starts with none, so it re-creates the sandboxes of the pods bound to it,
 //! as after a reboot. Its root directory is a fresh temporary directory each time (under the
-//! run directory). Its HTTP server binds 0.0.0.0 on the port it is given (kubemark hard-codes
-//! the address); nothing in the tests connects to it (no logs, exec or port-forward).
+//! run directory). Its HTTP server listens on 127.0.0.1 on the port it is given; nothing in the
+//! tests connects to it (no logs, exec or port-forward). The Node's address is the machine's
+//! own (a kubelet refuses a loopback node IP), which nothing connects to either.
 
 use std::fs::OpenOptions;
 use std::path::PathBuf;
@@ -73,7 +77,7 @@ impl HollowKubelet {
         suffix: &str,
         labels: &[(&str, &str)],
     ) -> Result<HollowKubelet> {
-        let program = cluster.bin.path("kubemark");
+        let program = cluster.bin.path("hollow-kubelet");
         if !program.is_file() {
             bail!("{} is missing; run tools/testbin", program.display());
         }
@@ -85,15 +89,11 @@ impl HollowKubelet {
         ];
         node_labels.extend(labels.iter().map(|(k, v)| format!("{k}={v}")));
         let args = vec![
-            "--morph=kubelet".to_string(),
             format!("--name={name}"),
             format!("--kubeconfig={}", cluster.kubeconfig.display()),
             format!("--kubelet-port={}", free_port()?),
-            "--kubelet-read-only-port=0".to_string(),
-            "--use-host-image-service=false".to_string(),
             format!("--node-labels={}", node_labels.join(",")),
             "--max-pods=30".to_string(),
-            "--kube-api-content-type=application/json".to_string(),
             "--v=2".to_string(),
         ];
         let tmp = cluster.dir.join(format!("hollow-{name}"));
@@ -116,7 +116,7 @@ impl HollowKubelet {
         let log = OpenOptions::new().create(true).append(true).open(&self.log)?;
         let child = Command::new(&self.program)
             .args(&self.args)
-            // kubemark makes its root directory (pods, plugins, checkpoints) with the Go
+            // The hollow kubelet makes its root directory (pods, plugins, checkpoints) with the Go
             // temporary directory: keep it in the run directory.
             .env("TMPDIR", &self.tmp)
             .stdin(Stdio::null())
