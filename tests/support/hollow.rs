@@ -42,6 +42,7 @@ pub struct HollowKubelet {
     args: Vec<String>,
     log: PathBuf,
     tmp: PathBuf,
+    socket: PathBuf,
     child: Option<Child>,
     paused: bool,
     /// How many times it was started.
@@ -88,10 +89,15 @@ impl HollowKubelet {
             "type=hollow".to_string(),
         ];
         node_labels.extend(labels.iter().map(|(k, v)| format!("{k}={v}")));
+        let port = free_port()?;
+        // The fake runtime's socket, short enough for a unix socket path wherever the repository
+        // is; removed when the kubelet is dropped (a killed process leaves it behind).
+        let socket = std::env::temp_dir().join(format!("kube-remediator-hollow-{port}.sock"));
         let args = vec![
             format!("--name={name}"),
             format!("--kubeconfig={}", cluster.kubeconfig.display()),
-            format!("--kubelet-port={}", free_port()?),
+            format!("--kubelet-port={port}"),
+            format!("--runtime-socket={}", socket.display()),
             format!("--node-labels={}", node_labels.join(",")),
             "--max-pods=30".to_string(),
             "--v=2".to_string(),
@@ -104,6 +110,7 @@ impl HollowKubelet {
             program,
             args,
             tmp,
+            socket,
             child: None,
             paused: false,
             starts: 0,
@@ -240,5 +247,6 @@ impl Drop for HollowKubelet {
             let _ = child.wait();
         }
         let _ = std::fs::remove_dir_all(&self.tmp);
+        let _ = std::fs::remove_file(&self.socket);
     }
 }

@@ -2,7 +2,9 @@
 // own code over a fake container runtime, a fake image service and a stub container manager)
 // as cmd/kubemark does with --morph=kubelet --use-host-image-service=false, with one change:
 // its HTTP server binds 127.0.0.1, not 0.0.0.0 (kubemark hard-codes the address), so the tests'
-// control plane listens on loopback only. Built by tools/testbin from this pinned module.
+// control plane listens on loopback only; and --runtime-socket names the fake runtime's socket,
+// which a killed process leaves behind, so the tests can remove it. Built by tools/testbin from
+// this pinned module.
 package main
 
 import (
@@ -38,6 +40,7 @@ func run() error {
 	port := flag.Int("kubelet-port", 0, "port of the kubelet's HTTP server (on 127.0.0.1)")
 	labels := flag.String("node-labels", "", "node labels, KEY=VALUE,...")
 	maxPods := flag.Int("max-pods", 30, "pods the node takes")
+	socket := flag.String("runtime-socket", "", "unix socket of the fake runtime (default: a random one in /tmp, as kubemark)")
 	klog.InitFlags(nil)
 	flag.Parse()
 	if *name == "" || *kubeconfig == "" {
@@ -86,9 +89,11 @@ func run() error {
 	}
 
 	ctx := context.Background()
-	endpoint, err := fakeremote.GenerateEndpoint()
-	if err != nil {
-		return err
+	endpoint := "unix://" + *socket
+	if *socket == "" {
+		if endpoint, err = fakeremote.GenerateEndpoint(); err != nil {
+			return err
+		}
 	}
 	fakeRuntime := fakeremote.NewFakeRemoteRuntime()
 	if err := fakeRuntime.Start(endpoint); err != nil {
