@@ -1,9 +1,8 @@
-//! The incidents and the faults replayed against real kubelet code: hollow kubelets
-//! (kubemark's, [`crate::support::hollow`]) instead of kwok or a heartbeat the
-//! test plays. The `hk-*` trials run on the production-like control plane (default node-monitor
-//! grace period, 50 s on 1.37, which a kubelet reporting every 10 s needs; PodGC on; default
-//! tolerations, so the pods that must be evicted carry short ones of their own), beside the
-//! node-action tests.
+//! The incidents and the faults replayed against real kubelet code: kubemark's hollow kubelets
+//! ([`crate::support::hollow`]) instead of kwok or a heartbeat the test plays. The `hk-*` trials
+//! run on the production-like control plane (default node-monitor grace period, 50 s on 1.37,
+//! which a kubelet reporting every 10 s needs; PodGC on; default tolerations, so the pods that
+//! must be evicted carry short ones of their own), beside the node-action tests.
 //!
 //! - `hk-incident-1`: a Recreate Deployment and a StatefulSet on a hollow node that is
 //!   SIGKILLed: the Deployment's pod is released once the node is dead and the rollout runs; the
@@ -14,9 +13,9 @@
 //!   itself, and the stale-readiness rule (Evict) leaves them alone.
 //! - `hk-restart-and-node-deleted`: the kubelet restarted, then its Node deleted while it runs
 //!   (the kubelet neither registers it again nor re-creates its Lease, which the garbage
-//!   collector deleted with the Node; PodGC deletes its pods), then restarted again (the Node is back with a new
-//!   UID): no operator write to the node or its pods (a policy that would release pods and
-//!   cordon at once), and the node is alive again to the operator.
+//!   collector deleted with the Node; PodGC deletes its pods), then restarted again (the Node is
+//!   back with a new UID): no operator write to the node or its pods (a policy that would
+//!   release pods and cordon at once), and the node is alive again to the operator.
 //! - `hk-long-stop`: the kubelet SIGSTOPped past `leaseStaleFor` with a Deployment's and a
 //!   StatefulSet's pod on it, then resumed: while it was away the Deployment's pod was released
 //!   and the StatefulSet's held (no fencing); once it is back the kubelet finishes the

@@ -3,10 +3,10 @@
 //! same control plane. The binary, `hollow-kubelet`, is `tools/kubernetes-1.37/hollow-kubelet`:
 //! what `kubemark --morph=kubelet --use-host-image-service=false` runs, with its HTTP server on
 //! 127.0.0.1 instead of the 0.0.0.0 kubemark hard-codes; `tools/testbin` builds it from the
-//! pinned Kubernetes module. kwok is what we believe a kubelet does; a hollow
-//! kubelet is what it does: it registers its Node, renews its Lease, reports node status, runs
-//! pods (fake containers, Ready at once) through its pod workers and status manager, and
-//! finalizes the pods deleted on it.
+//! pinned Kubernetes module. kwok is what we believe a kubelet does; a hollow kubelet is what it
+//! does: it registers its Node, renews its Lease, reports node status, runs pods (fake
+//! containers, Ready at once) through its pod workers and status manager, and finalizes the pods
+//! deleted on it.
 //!
 //! kwok manages only nodes labelled [`super::cluster::ALIVE_LABEL`]`=true`; a hollow kubelet
 //! registers its Node without that label, so kwok leaves it alone.
