@@ -16,10 +16,10 @@
 //!   collector deleted with the Node; PodGC deletes its pods), then restarted again (the Node is
 //!   back with a new UID): no operator write to the node or its pods (a policy that would
 //!   release pods and cordon at once), and the node is alive again to the operator.
-//! - `hk-long-stop`: the kubelet SIGSTOPped past `leaseStaleFor` with a Deployment's and a
-//!   StatefulSet's pod on it, then resumed: while it was away the Deployment's pod was released
-//!   and the StatefulSet's held (no fencing); once it is back the kubelet finishes the
-//!   StatefulSet's pod itself, and the operator writes nothing more.
+//! - `hk-long-stop`: the kubelet SIGSTOPped past `leaseStaleFor` with a Deployment's pod, a
+//!   StatefulSet's pod and a pod with a ReadWriteOnce volume on it, then resumed: while it was
+//!   away the Deployment's pod was released and the other two held (no fencing); once it is back
+//!   the kubelet finishes them itself, and the operator writes nothing more.
 //! - `hk-live-finish`: pods deleted on a live hollow node, which its kubelet finishes, under an
 //!   eager policy (force delete on live nodes 10 s after the grace period): never touched.
 //! - `hk-storm`: three hollow kubelets stopped together (a partition), each with a pod deleted
@@ -146,6 +146,50 @@ async fn run_on_hollow_node(
         ensure!(running_containers(pod) == 1, "the hollow kubelet reports no running container");
     }
     Ok((from_d, from_sts))
+}
+
+/// A bare pod `vol` on `node`, tolerating its death 1 s, with a ReadWriteOnce volume: a claim
+/// `data` bound to a hostPath PersistentVolume `<test>-data` (the hollow kubelet's hostPath
+/// plugin is a fake: nothing touches the machine's disk). Returns it Ready.
+async fn pod_with_rwo_volume(env: &TestEnv, node: &str) -> Result<Pod> {
+    use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+    let pv_name = format!("{}-data", env.name);
+    let pv: PersistentVolume = serde_json::from_value(json!({
+        "metadata": { "name": pv_name },
+        "spec": {
+            "capacity": { "storage": "1Gi" },
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "",
+            "hostPath": { "path": format!("/kube-remediator-e2e/{pv_name}") },
+            "claimRef": { "namespace": env.namespace, "name": "data" },
+        },
+    }))?;
+    kube::Api::<PersistentVolume>::all(env.client.clone())
+        .create(&PostParams::default(), &pv)
+        .await?;
+    let pvc: PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": { "name": "data" },
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "",
+            "volumeName": pv_name,
+            "resources": { "requests": { "storage": "1Gi" } },
+        },
+    }))?;
+    env.api::<PersistentVolumeClaim>().create(&PostParams::default(), &pvc).await?;
+    let mut pod = crate::fixtures::bare_pod("vol", node, json!({ "app": "vol" }), json!({}))?;
+    if let Some(spec) = pod.spec.as_mut() {
+        spec.tolerations = Some(serde_json::from_value(tolerations(1))?);
+        spec.volumes = Some(serde_json::from_value(json!([
+            { "name": "data", "persistentVolumeClaim": { "claimName": "data" } },
+        ]))?);
+        if let Some(c) = spec.containers.first_mut() {
+            c.volume_mounts =
+                Some(serde_json::from_value(json!([{ "name": "data", "mountPath": "/data" }]))?);
+        }
+    }
+    env.pods().create(&PostParams::default(), &pod).await?;
+    Ok(env.wait_pods_ready("app=vol", 1).await?.remove(0))
 }
 
 /// When the pod's first container was (last) started, as its kubelet reports it.
@@ -484,8 +528,9 @@ async fn a_restarted_kubelet_and_a_deleted_node_are_life(
     Ok(())
 }
 
-/// The kubelet hung (SIGSTOP) past the policy's `leaseStaleFor`, with a Deployment's pod and a
-/// StatefulSet's pod on its node (tolerating its death 1 s), then resumed.
+/// The kubelet hung (SIGSTOP) past the policy's `leaseStaleFor`, with a Deployment's pod, a
+/// StatefulSet's pod and a bare pod with a ReadWriteOnce volume on its node (tolerating its death
+/// 1 s), then resumed.
 async fn a_kubelet_stopped_past_lease_stale_for_then_resumed(
     cluster: &Cluster,
     env: &TestEnv,
@@ -500,6 +545,8 @@ async fn a_kubelet_stopped_past_lease_stale_for_then_resumed(
     let d = deployment("app", 1, "RollingUpdate", json!({ ZONE_LABEL: env.zone }))?;
     let (app, db) = run_on_hollow_node(env, &hung, d, "db").await?;
     let (app_name, db_uid) = (app.metadata.name.clone().unwrap_or_default(), uid(&db));
+    let vol = pod_with_rwo_volume(env, &hung).await?;
+    let vol_uid = uid(&vol);
     renewed_since(env, &hung, ready).await?;
 
     hollow.pause()?;
@@ -514,9 +561,12 @@ async fn a_kubelet_stopped_past_lease_stale_for_then_resumed(
     })
     .await?;
     env.wait_pods_ready("app=app", 1).await?;
-    holds_for("db-0 held without fencing evidence", Duration::from_secs(10), || async {
+    env.wait_terminating("vol", Duration::from_secs(30)).await?;
+    holds_for("db-0 and vol held without fencing evidence", Duration::from_secs(10), || async {
         let pod = env.pods().get_opt("db-0").await?;
         ensure!(pod.as_ref().map(uid).as_deref() == Some(db_uid.as_str()), "db-0 released");
+        let pod = env.pods().get_opt("vol").await?;
+        ensure!(pod.as_ref().map(uid).as_deref() == Some(vol_uid.as_str()), "vol released");
         Ok(())
     })
     .await?;
@@ -530,6 +580,10 @@ async fn a_kubelet_stopped_past_lease_stale_for_then_resumed(
     })
     .await?;
     env.wait_pods_ready("app=db", 1).await?;
+    wait_for("the kubelet to finish vol", Duration::from_secs(60), || async {
+        Ok(env.pods().get_opt("vol").await?.is_none().then_some(()))
+    })
+    .await?;
     wait_node(env, &hung, "True", Duration::from_secs(60)).await?;
     eprintln!(
         "{NAME} stopped {:.1}s (dead by the policy {:.1}s after the SIGSTOP); db-0 finished by its kubelet {:.1}s after the SIGCONT",
