@@ -13,6 +13,11 @@ use crate::crd::{
     RemediationPolicySpec, StaleReadinessAction,
 };
 
+/// The least `liveNodeStuck.forceDeleteAfter`: a live kubelet finishes a pod within seconds of
+/// its grace period (0.9-2.2 s for a 1 s grace in `hk-live-finish`); sooner, a force delete
+/// races it.
+pub const FORCE_DELETE_AFTER_MIN: SignedDuration = SignedDuration::from_secs(5);
+
 /// The storm-guard limit, `safety.maxUnhealthyNodes`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MaxUnhealthy {
@@ -388,6 +393,13 @@ fn live_node_rules(
     let force_delete_after =
         live.force_delete_after.as_deref().and_then(|v| parse("liveNodeStuck.forceDeleteAfter", v));
     let remove_after = parse("finalizers.removeAfter", &spec.finalizers.remove_after);
+    if force_delete_after.is_some_and(|after| after < FORCE_DELETE_AFTER_MIN) {
+        problems.push(
+            "liveNodeStuck.forceDeleteAfter: shorter than 5s: a live kubelet finishes a pod \
+             within seconds of its grace period, and a force delete sooner races it"
+                .into(),
+        );
+    }
     if let (Some(delay), Some(after)) = (delay, force_delete_after)
         && after < delay
     {

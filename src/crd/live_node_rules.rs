@@ -18,6 +18,9 @@ use super::DURATION_PATTERN;
 #[schemars(extend("x-kubernetes-validations" = [{
     "rule": "!has(self.forceDeleteAfter) || duration(self.forceDeleteAfter) >= duration(self.delayAfterGrace)",
     "message": "forceDeleteAfter must be at least delayAfterGrace: a pod is released only after it is reported stuck"
+}, {
+    "rule": "!has(self.forceDeleteAfter) || duration(self.forceDeleteAfter) >= duration('5s')",
+    "message": "forceDeleteAfter must be at least 5s: a live kubelet finishes a pod within seconds of its grace period, and a force delete sooner races it"
 }]))]
 pub struct LiveNodeStuckSpec {
     /// Whether this rule runs (diagnose and report). Default true.
@@ -33,7 +36,8 @@ pub struct LiveNodeStuckSpec {
     /// long after its deletion plus grace period (by kube-remediator's clock, from when it saw
     /// the pod Terminating), when no finalizer holds it (a finalizer would keep the
     /// pod whatever the delete). The kubelet then stops whatever it still runs. Go duration, at
-    /// least delayAfterGrace. Unset (default): never.
+    /// least delayAfterGrace and at least "5s" (a live kubelet finishes a pod within seconds of
+    /// its grace period; a force delete sooner would race it). Unset (default): never.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 32), pattern(DURATION_PATTERN))]
     pub force_delete_after: Option<String>,

@@ -673,6 +673,10 @@ mod tests {
                 "!has(self.forceDeleteAfter) || duration(self.forceDeleteAfter) >= duration(self.delayAfterGrace)",
             ),
             (
+                format!("{spec}/liveNodeStuck"),
+                "!has(self.forceDeleteAfter) || duration(self.forceDeleteAfter) >= duration('5s')",
+            ),
+            (
                 format!("{spec}/nodeActions"),
                 "!has(self.assumeOffAfter) || has(self.outOfServiceTaintAfter) || has(self.deleteNodeAfter)",
             ),

@@ -258,6 +258,13 @@ fn bad_specs() -> Vec<BadSpec> {
             &["leaseStaleFor must be at least 40s"],
             true,
         ),
+        // CEL: a force delete on a live node no sooner than a kubelet finishes a pod.
+        bad(
+            "force-delete-0s",
+            json!({ "liveNodeStuck": { "delayAfterGrace": "0s", "forceDeleteAfter": "0s" } }),
+            &["spec.liveNodeStuck", "forceDeleteAfter must be at least 5s"],
+            true,
+        ),
         // CEL: maxUnhealthyNodes int-or-percent.
         bad(
             "unhealthy-101pct",
