@@ -15,6 +15,9 @@
 //!
 //! `KUBE_REMEDIATOR_BENCH_PODS` (default 3000) and `KUBE_REMEDIATOR_BENCH_NODES` (default 100)
 //! set the size; `KUBE_REMEDIATOR_BENCHBIN` a directory holding a built `peer`.
+//! `KUBE_REMEDIATOR_BENCH_ONLY=remediator` measures kube-remediator alone (its default lists,
+//! on the empty and the populated cluster: the rows a per-node or per-pod slope is read from),
+//! builds no peer and writes no result file (the plot compares all three processes).
 //!
 //! Each run writes its tier's figures to `target/bench/rss-<nodes>x<pods>.json` and then draws
 //! `docs/src/img/rss.svg` (steady RSS per process, one group of bars per cluster) from every such
@@ -68,7 +71,11 @@ async fn run() -> Result<()> {
         return Ok(());
     }
     // Built (on first use) before the control plane starts, not beside it.
-    let (peer, versions) = measure::locate_peer()?;
+    let (peer, versions) = if ours_only() {
+        (std::path::PathBuf::from("peer-not-measured"), "not measured".to_string())
+    } else {
+        measure::locate_peer()?
+    };
     // Production-like: kubelet Leases of 40 s (renewed every 10 s) and the default grace period
     // and tolerations. With the tests' fast settings, 1,000 kwok nodes on two cores miss
     // heartbeats while the pods are created, and the node lifecycle controller evicts pods
@@ -78,6 +85,11 @@ async fn run() -> Result<()> {
     let result = scenario(&cluster, &peer, &versions).await;
     cluster.stop();
     result
+}
+
+/// `KUBE_REMEDIATOR_BENCH_ONLY=remediator`: kube-remediator alone, with its default lists.
+fn ours_only() -> bool {
+    std::env::var("KUBE_REMEDIATOR_BENCH_ONLY").is_ok_and(|v| v == "remediator")
 }
 
 /// Where the plot goes.
@@ -135,7 +147,8 @@ async fn scenario(cluster: &Cluster, peer: &Path, versions: &str) -> Result<()> 
 
     let mut rows = Vec::new();
     let empty = [Contender::Remediator(None), Contender::Peer("naive"), Contender::Peer("tuned")];
-    for contender in empty {
+    let measured = |c: &Contender| !ours_only() || matches!(c, Contender::Remediator(_));
+    for contender in empty.into_iter().filter(measured) {
         let none = None::<std::future::Ready<Result<()>>>;
         rows.push(measure_one(cluster, &client, &env, peer, contender, "empty", none).await?);
     }
@@ -188,14 +201,18 @@ async fn scenario(cluster: &Cluster, peer: &Path, versions: &str) -> Result<()> 
     let one = env.pods().get(&one.metadata.name.clone().unwrap_or_default()).await?;
     let bytes = serde_json::to_vec(&one)?.len();
     let populated = format!("{created} pods on {nodes} nodes");
-    let contenders = [
-        Contender::Remediator(Some("streaming")),
-        Contender::Remediator(Some("paged")),
-        Contender::Policies(2),
-        Contender::Policies(11),
-        Contender::Peer("naive"),
-        Contender::Peer("tuned"),
-    ];
+    let contenders = if ours_only() {
+        vec![Contender::Remediator(Some("streaming"))]
+    } else {
+        vec![
+            Contender::Remediator(Some("streaming")),
+            Contender::Remediator(Some("paged")),
+            Contender::Policies(2),
+            Contender::Policies(11),
+            Contender::Peer("naive"),
+            Contender::Peer("tuned"),
+        ]
+    };
     let churn_rate = size("KUBE_REMEDIATOR_BENCH_CHURN", CHURN_RATE);
     for contender in contenders {
         let extra = match contender {
@@ -323,6 +340,11 @@ async fn scenario(cluster: &Cluster, peer: &Path, versions: &str) -> Result<()> 
             (more.m.cpu_sync_s - one.m.cpu_sync_s) / 10.0,
             (churn_cpu(more) - churn_cpu(one)) / 10.0,
         );
+    }
+    if ours_only() {
+        println!();
+        println!("kube-remediator alone (KUBE_REMEDIATOR_BENCH_ONLY): no result file written.");
+        return Ok(());
     }
     let results: Vec<plot::ProcessResult> = rows
         .iter()

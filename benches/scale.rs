@@ -4,6 +4,13 @@
 //! Memory is the growth of the process's resident set while the state is filled from
 //! synthetic watch events (full Pod and Node objects, built and dropped one at a time as a
 //! watch delivers them), so it is what the operator keeps, not what passes through.
+//!
+//! `cargo bench --bench scale -- heap`: a heap profile of what one node costs. Under the dhat
+//! heap profiler, the state is filled with the 5,000 nodes and their Leases alone, and the bytes
+//! the state then keeps (the allocations still live, as the profiler counts them, without the
+//! allocator's own headers) are attributed to what keeps them; then one reconcile's transient
+//! peak (observe and plan) is read the same way. Prints a breakdown per node and writes the
+//! profile (`target/bench/dhat-scale-nodes.json`, for dhat's viewer).
 
 use std::collections::BTreeSet;
 use std::hint::black_box;
@@ -12,13 +19,18 @@ use std::time::Instant;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::Node;
 use kube_remediator::adapters::WatchedPod;
-use kube_remediator::core::{plan, validate};
+use kube_remediator::core::{NodeView, plan, validate};
 use kube_remediator::crd::RemediationPolicySpec;
 use kube_remediator::index::state::{ClusterState, WatchedKind};
 use serde_json::json;
 
 const NODES: usize = 5_000;
 const PODS: usize = 150_000;
+
+// dhat counts every allocation while its profiler runs (`-- heap` only); otherwise it hands
+// each one straight to the system allocator.
+#[global_allocator]
+static ALLOC: dhat::Alloc = dhat::Alloc;
 
 fn rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
@@ -34,7 +46,7 @@ fn rss_kib() -> u64 {
 fn node(i: usize, now: Timestamp, dead: bool) -> Node {
     let since = now - SignedDuration::from_secs(if dead { 900 } else { 86_400 });
     serde_json::from_value(json!({
-        "metadata": { "name": format!("node-{i:05}"), "labels": {
+        "metadata": { "name": format!("node-{i:05}"), "uid": format!("6f1c2a4e-0000-4000-8000-{i:012}"), "labels": {
             "kubernetes.io/hostname": format!("node-{i:05}"),
             "topology.kubernetes.io/zone": format!("zone-{}", i % 3),
             "node.kubernetes.io/instance-type": "m6i.2xlarge",
@@ -78,6 +90,10 @@ fn pod(i: usize, now: Timestamp, terminating: bool) -> WatchedPod {
 }
 
 fn main() {
+    if std::env::args().any(|a| a == "heap") {
+        heap_profile();
+        return;
+    }
     let now = Timestamp::now();
     // One node in 50 is dead, and every pod on a dead node is Terminating: 100 dead nodes and
     // 3,000 Terminating pods, a bad day.
@@ -155,5 +171,157 @@ fn main() {
         result.decisions.len(),
         result.actions.len(),
         result.counts.dead_nodes
+    );
+}
+
+/// Bytes and blocks live on the heap now, as dhat counts them.
+#[derive(Clone, Copy, Default)]
+struct Heap {
+    bytes: u64,
+    blocks: u64,
+}
+
+impl Heap {
+    fn now() -> Heap {
+        let s = dhat::HeapStats::get();
+        Heap { bytes: s.curr_bytes as u64, blocks: s.curr_blocks as u64 }
+    }
+
+    fn since(self, before: Heap) -> Heap {
+        Heap { bytes: self.bytes - before.bytes, blocks: self.blocks - before.blocks }
+    }
+}
+
+/// What `f` allocates and keeps (its result held until measured).
+fn kept<T>(f: impl FnOnce() -> T) -> (Heap, T) {
+    let before = Heap::now();
+    let value = f();
+    (Heap::now().since(before), value)
+}
+
+/// What the clones of one field of every view allocate (not the Vec that holds them).
+fn field<T>(views: &[NodeView], f: impl Fn(&NodeView) -> T) -> Heap {
+    let (heap, held) = kept(|| views.iter().map(&f).collect::<Vec<T>>());
+    let vec = (held.capacity() * std::mem::size_of::<T>()) as u64;
+    Heap { bytes: heap.bytes - vec, blocks: heap.blocks - u64::from(vec > 0) }
+}
+
+/// `-- heap`: what one node costs, and what keeps the bytes.
+fn heap_profile() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench");
+    std::fs::create_dir_all(&dir).expect("target/bench");
+    let _profiler = dhat::Profiler::builder().file_name(dir.join("dhat-scale-nodes.json")).build();
+    let now = Timestamp::now();
+    let dead = |i: usize| i.is_multiple_of(50);
+    let mut state = ClusterState::new();
+    for kind in WatchedKind::ALL {
+        state.list_started(kind);
+    }
+    let synced = now - SignedDuration::from_secs(3600);
+    let (node_store, ()) = kept(|| {
+        for i in 0..NODES {
+            state.apply_node(&node(i, now, dead(i)), now);
+        }
+        state.list_done(WatchedKind::Node, synced);
+    });
+    let (lease_store, ()) = kept(|| {
+        for i in 0..NODES {
+            let renewed = now - SignedDuration::from_secs(if dead(i) { 900 } else { 5 });
+            state.apply_lease(&format!("node-{i:05}"), Some(renewed), now);
+        }
+        state.list_done(WatchedKind::Lease, synced);
+    });
+    for kind in WatchedKind::ALL {
+        state.list_done(kind, synced);
+    }
+    // One reconcile: observe (the planner's input) and plan, with the state as it is. Read
+    // first, while the heap's peak so far is the fill's.
+    let spec = RemediationPolicySpec::default();
+    let policy = validate(&spec).expect("default policy is valid");
+    let before = Heap::now();
+    let peak_before = dhat::HeapStats::get().max_bytes as u64;
+    let observed = state.observe(now, Vec::new(), BTreeSet::new());
+    let (planned, result) = kept(|| plan(&observed, &policy, now));
+    let (observed_heap, peak) =
+        (Heap::now().since(before), dhat::HeapStats::get().max_bytes as u64);
+    // The peak since the profiler started: one reached during this reconcile only if it rose.
+    let transient = if peak > peak_before { Some(peak - before.bytes) } else { None };
+    drop(result);
+    drop(observed);
+
+    // What the node store's records hold on the heap, field by field: each field cloned alone
+    // (a clone allocates what the original does, for these types), and the rest of the store
+    // (its hash table: keys and records inline, control bytes, spare buckets) by difference.
+    let views: Vec<NodeView> = state.observe(now, Vec::new(), BTreeSet::new()).nodes;
+    let name = field(&views, |v| v.observation.name.clone());
+    let uid = field(&views, |v| v.control.uid.clone());
+    let labels = field(&views, |v| v.labels.clone());
+    let taints = field(&views, |v| v.observation.taints.clone());
+    let volumes = field(&views, |v| v.observation.volumes_in_use.clone());
+    let other = field(&views, |v| {
+        (
+            v.control.managed_by.clone(),
+            v.control.out_of_service_applied_by.clone(),
+            v.control.record.policy.clone(),
+        )
+    });
+    let fields = [name, uid, labels, taints, volumes, other];
+    let in_fields = fields.iter().fold(Heap::default(), |a, f| Heap {
+        bytes: a.bytes + f.bytes,
+        blocks: a.blocks + f.blocks,
+    });
+    // The store's key is the node's name again.
+    let table = Heap {
+        bytes: node_store.bytes - in_fields.bytes - name.bytes,
+        blocks: node_store.blocks - in_fields.blocks - name.blocks,
+    };
+    drop(views);
+
+    let n = NODES as f64;
+    let per = |h: Heap| (h.bytes as f64 / n, h.blocks as f64 / n);
+    println!("heap profile: {NODES} nodes and their Leases ({} dead), no pods", NODES / 50);
+    println!(
+        "  sizes inline: NodeView {} bytes, LeaseRecord {} bytes, String {} bytes",
+        std::mem::size_of::<NodeView>(),
+        std::mem::size_of::<kube_remediator::index::state::LeaseRecord>(),
+        std::mem::size_of::<String>()
+    );
+    println!("  kept per node, as the profiler counts it (bytes requested; the allocator adds");
+    println!("  its own header and rounding, about 8-16 bytes a block, on top):");
+    println!("  | what | bytes per node | blocks per node |");
+    println!("  | --- | ---: | ---: |");
+    let row = |what: &str, h: Heap| {
+        let (b, k) = per(h);
+        println!("  | {what} | {b:.0} | {k:.1} |");
+    };
+    row(
+        "node store: hash table (key String and record inline, control bytes, spare buckets; \
+         the dead nodes' pod-listing entries)",
+        table,
+    );
+    row("node store: key (the node's name again)", name);
+    row("node record: name", name);
+    row("node record: uid", uid);
+    row("node record: labels (BTreeMap nodes, key and value Strings)", labels);
+    row("node record: taints", taints);
+    row("node record: volumesInUse", volumes);
+    row("node record: other strings (managed-by marker, applied-by, record's policy)", other);
+    row("Lease store (hash table with its key Strings, records inline)", lease_store);
+    let total = Heap {
+        bytes: node_store.bytes + lease_store.bytes,
+        blocks: node_store.blocks + lease_store.blocks,
+    };
+    row("**total kept**", total);
+    let (b, k) = per(total);
+    println!(
+        "  total with the allocator's overhead (16 bytes a block, glibc): about {:.0} bytes per node",
+        b + 16.0 * k
+    );
+    let peak = transient.map_or("below the fill's".to_string(), |t| format!("{:.0}", t as f64 / n));
+    println!(
+        "  one reconcile (observe + plan, one policy), transient: peak {peak} bytes per node above \
+         the kept state; at its end the planner's input holds {:.0}, the plan {:.0}",
+        per(observed_heap).0 - per(planned).0,
+        per(planned).0
     );
 }
