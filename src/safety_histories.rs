@@ -1947,7 +1947,7 @@ fn zone_history(nodes: &[ZoneNode]) -> Result<(), TestCaseError> {
         .map(|(i, (zone, readiness, deleted, outage))| {
             let mut view = NodeView::unknown(&format!("n{i}"));
             if *zone < 3 {
-                view.labels.insert(ZONE_LABEL.into(), format!("z{zone}"));
+                view.labels.insert(ZONE_LABEL, format!("z{zone}"));
             }
             view.deleted = *deleted;
             view.observation = NodeObservation {

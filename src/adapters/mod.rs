@@ -9,8 +9,8 @@ use k8s_openapi::api::core::v1::Node;
 
 use crate::core::rollouts::{ReplicaSetView, WorkloadKind, WorkloadView};
 use crate::core::{
-    Lifecycle, ManagedBy, NodeControl, NodeObservation, NodeRecord, NodeView, OwnerRef, PodView,
-    Readiness,
+    Labels, Lifecycle, ManagedBy, NodeControl, NodeObservation, NodeRecord, NodeView, OwnerRef,
+    PodView, Readiness,
 };
 use crate::crd::{
     CONTROL_PLANE_LABELS, EXCLUDE_ANNOTATION, GRACEFUL_SHUTDOWN_CONDITION, MAINTENANCE_CONDITIONS,
@@ -109,13 +109,15 @@ pub fn excluded(annotations: Option<&std::collections::BTreeMap<String, String>>
 /// The compact view of a node the operator keeps (its Lease is joined in later).
 pub fn node_view(node: &Node) -> NodeView {
     let meta = &node.metadata;
-    let labels = meta.labels.clone().unwrap_or_default();
+    let labels = meta.labels.as_ref();
     let annotations = meta.annotations.as_ref();
     NodeView {
         observation: node_observation(node, None),
         control: NodeControl {
             uid: meta.uid.clone().unwrap_or_default(),
-            control_plane: CONTROL_PLANE_LABELS.iter().any(|l| labels.contains_key(*l)),
+            control_plane: CONTROL_PLANE_LABELS
+                .iter()
+                .any(|l| labels.is_some_and(|labels| labels.contains_key(*l))),
             managed_by: managed_by(node),
             lifecycle: lifecycle(node),
             out_of_service_applied_by: annotations
@@ -130,7 +132,7 @@ pub fn node_view(node: &Node) -> NodeView {
             last_outage: None,
             deleted_by_us: None,
         },
-        labels,
+        labels: labels.map(Labels::from).unwrap_or_default(),
         excluded: excluded(annotations),
         deleted: false,
     }

@@ -235,7 +235,6 @@ fn gauges(observed: &Observed, plan: &Plan, needing_fencing: usize, now: Timesta
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
 
     use jiff::SignedDuration;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -265,7 +264,7 @@ mod tests {
         o.ready_transition = Some(midnight);
         o.not_ready_seen = (!ready).then_some(midnight);
         (o.lease_renewed, o.lease_seen) = (Some(midnight), Some(midnight));
-        node.labels = BTreeMap::from([(ZONE_LABEL.to_string(), name.to_string())]);
+        node.labels = [(ZONE_LABEL, name)].into_iter().collect();
         node.control.uid = format!("uid-{name}");
         node
     }

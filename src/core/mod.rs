@@ -33,6 +33,7 @@ pub mod duration;
 pub mod evidence;
 pub mod guards;
 pub mod history;
+pub mod labels;
 pub mod ledger;
 pub mod live_node_cause;
 pub mod node;
@@ -64,6 +65,7 @@ pub use guards::{Circuit, Guards, RATE_WINDOW, Window};
 pub use history::{
     ActionOutcome, Decided, EvidenceNews, Past, PolicyHistory, StatusWrite, UNDONE_RETRY, owner_key,
 };
+pub use labels::{LabelLookup, Labels};
 pub use ledger::Ledger;
 pub use node::{
     DeathEvidence, FencingEvidence, NodeHealth, NodeHold, NodeState, NodeSummary, assess_node,

@@ -421,7 +421,6 @@ pub fn assess_node(node: &NodeObservation, now: Timestamp) -> NodeHealth {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
 
     use super::*;
 
@@ -727,7 +726,7 @@ mod tests {
                     taints: r.taints.iter().map(|t| t.to_string()).collect(),
                     volumes_in_use: vec![],
                 },
-                labels: BTreeMap::new(),
+                labels: Default::default(),
                 excluded: false,
                 deleted: r.deleted,
                 control: Default::default(),

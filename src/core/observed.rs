@@ -12,6 +12,7 @@ use std::sync::Arc;
 use jiff::{SignedDuration, Timestamp};
 
 use super::evidence::Suspension;
+use super::labels::Labels;
 use super::policy::MaxUnhealthy;
 use crate::crd::CircuitState;
 
@@ -113,7 +114,7 @@ impl NodeObservation {
 pub struct NodeView {
     pub observation: NodeObservation,
     /// The node's labels (last known, for a deleted node).
-    pub labels: BTreeMap<String, String>,
+    pub labels: Labels,
     /// Annotated `remediator.io/exclude: "true"`: its pods are never touched.
     pub excluded: bool,
     /// The Node object is gone (a tombstone kept while pods still reference it).
@@ -248,7 +249,7 @@ impl NodeView {
                 taints: Vec::new(),
                 volumes_in_use: Vec::new(),
             },
-            labels: BTreeMap::new(),
+            labels: Labels::default(),
             excluded: false,
             deleted: true,
             control: NodeControl::default(),

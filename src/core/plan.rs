@@ -441,7 +441,7 @@ mod tests {
             },
             // A topology zone of its own, so that the zone guard holds nothing here unless a
             // test says so.
-            labels: labels(&[("zone", "a"), (super::super::zones::ZONE_LABEL, name)]),
+            labels: labels(&[("zone", "a"), (super::super::zones::ZONE_LABEL, name)]).into(),
             excluded: false,
             deleted: false,
             control: Default::default(),
@@ -485,7 +485,8 @@ mod tests {
     fn observed(mut nodes: Vec<NodeView>, pods: Vec<PodView>) -> Observed {
         if pods.iter().any(|p| p.node_name.as_deref() == Some("n-gone")) {
             let mut gone = NodeView::deleted_unknown("n-gone");
-            gone.labels = labels(&[("zone", "a"), (super::super::zones::ZONE_LABEL, "n-gone")]);
+            gone.labels =
+                labels(&[("zone", "a"), (super::super::zones::ZONE_LABEL, "n-gone")]).into();
             nodes.push(gone);
         }
         Observed {
@@ -853,7 +854,7 @@ mod tests {
     #[test]
     fn out_of_scope_and_irrelevant_pods_get_no_decision() {
         let mut other_zone = node("n-b", "dead");
-        other_zone.labels = labels(&[("zone", "b")]);
+        other_zone.labels = labels(&[("zone", "b")]).into();
         let mut not_terminating = pod("alive", "n-a");
         not_terminating.deletion_timestamp = None;
         let mut unscheduled = pod("pending", "n-a");
@@ -986,7 +987,7 @@ mod tests {
                 .collect();
             for i in 0..dead_outside {
                 let mut n = node(&format!("x{i}"), "dead");
-                n.labels = labels(&[("zone", "b")]);
+                n.labels = labels(&[("zone", "b")]).into();
                 nodes.push(n);
             }
             let p = policy(|s| {
@@ -1054,7 +1055,7 @@ mod tests {
             });
         });
         let mut narrow = node("n-dead", "dead");
-        narrow.labels = labels(&[("zone", "narrow")]);
+        narrow.labels = labels(&[("zone", "narrow")]).into();
         let others = |unhealthy: usize, healthy: usize| {
             let sick = (0..unhealthy).map(|i| node(&format!("sick-{i}"), "dead"));
             let fine = (0..healthy).map(|i| node(&format!("fine-{i}"), "ready"));

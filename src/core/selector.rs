@@ -1,8 +1,7 @@
 //! Label selectors (`matchLabels` + `matchExpressions`) compiled once per policy and matched
 //! against label maps, with the semantics of `metav1.LabelSelectorAsSelector`.
 
-use std::collections::BTreeMap;
-
+use super::labels::LabelLookup;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 /// One compiled requirement.
@@ -16,13 +15,14 @@ enum Requirement {
 }
 
 impl Requirement {
-    fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+    fn matches(&self, labels: &impl LabelLookup) -> bool {
+        let one_of = |vs: &[String], v: &str| vs.iter().any(|x| x == v);
         match self {
-            Requirement::Equals(k, v) => labels.get(k) == Some(v),
-            Requirement::In(k, vs) => labels.get(k).is_some_and(|v| vs.contains(v)),
-            Requirement::NotIn(k, vs) => labels.get(k).is_none_or(|v| !vs.contains(v)),
-            Requirement::Exists(k) => labels.contains_key(k),
-            Requirement::DoesNotExist(k) => !labels.contains_key(k),
+            Requirement::Equals(k, v) => labels.label(k) == Some(v.as_str()),
+            Requirement::In(k, vs) => labels.label(k).is_some_and(|v| one_of(vs, v)),
+            Requirement::NotIn(k, vs) => labels.label(k).is_none_or(|v| !one_of(vs, v)),
+            Requirement::Exists(k) => labels.label(k).is_some(),
+            Requirement::DoesNotExist(k) => labels.label(k).is_none(),
         }
     }
 }
@@ -161,8 +161,10 @@ impl Selector {
         Ok(Selector { requirements })
     }
 
-    /// Whether every requirement holds for `labels`.
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+    /// Whether every requirement holds for `labels` (a pod's map or a node's [`Labels`]).
+    ///
+    /// [`Labels`]: super::labels::Labels
+    pub fn matches(&self, labels: &impl LabelLookup) -> bool {
         self.requirements.iter().all(|r| r.matches(labels))
     }
 
@@ -174,6 +176,8 @@ impl Selector {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
 
     fn selector(v: serde_json::Value) -> LabelSelector {

@@ -48,7 +48,7 @@ pub enum ZoneHold {
 /// The zone a node belongs to (`""`: the zone of every unlabelled node).
 pub fn zone_of(node: &NodeView) -> &str {
     let labels = &node.labels;
-    labels.get(ZONE_LABEL).or_else(|| labels.get(DEPRECATED_ZONE_LABEL)).map_or("", String::as_str)
+    labels.get(ZONE_LABEL).or_else(|| labels.get(DEPRECATED_ZONE_LABEL)).unwrap_or("")
 }
 
 /// The zones that hold every destructive action at `now`, by zone.
@@ -100,7 +100,7 @@ mod tests {
         n.observation.not_ready_seen = down.map(at);
         n.control.last_outage = back.map(|b| Outage { from: at(b - 100), to: at(b) });
         if let Some((label, zone)) = zone {
-            n.labels.insert(label.into(), zone.into());
+            n.labels.insert(label, zone);
         }
         n
     }
@@ -152,7 +152,7 @@ mod tests {
                 vec![
                     {
                         let mut n = node(a, Some(0), None);
-                        n.labels.insert(dep.into(), "old".into());
+                        n.labels.insert(dep, "old");
                         n
                     },
                     node(Some((dep, "old")), Some(0), None),

@@ -3,6 +3,7 @@
 //! [adapters](crate::adapters) turn into the core's views. The policy controller, `plan`,
 //! `explain` and the rollout reporter all read it; nothing here decides or writes.
 
+pub mod intern;
 pub mod kinds;
 pub mod state;
 pub mod watches;

@@ -1,7 +1,8 @@
 //! The operator's compact view of the cluster, fed by one watch per kind.
 //!
-//! No full objects are kept: a node is a [`NodeView`] without its Lease, a Lease is its renew
-//! time and when we saw it change, a pod is a [`PodRecord`] and only while it is Terminating, a
+//! No full objects are kept: a node is a [`NodeView`] without its Lease (boxed, so that the
+//! table's spare buckets cost a pointer, not a record; its label strings shared between nodes
+//! through one [`Interner`]), a Lease is its renew time and when we saw it change, a pod is a [`PodRecord`] and only while it is Terminating, a
 //! namespace is its labels, a claim is whether it is ReadWriteOnce. [`ClusterState::observe`]
 //! assembles the core's [`Observed`] from them.
 //!
@@ -14,6 +15,7 @@ use std::sync::Arc;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolumeClaim};
 
+use super::intern::Interner;
 use crate::adapters::{PodRecord, WatchedPod, node_view, pod_record, ready_pod_record};
 use crate::core::rollouts::{
     ReplicaSetView, RolloutAnalysis, WorkloadKind, WorkloadRef, WorkloadView, blocked_rollouts,
@@ -159,7 +161,9 @@ impl<V> Relist for Store<V> {
 
 #[derive(Debug, Default)]
 pub struct ClusterState {
-    nodes: Store<NodeView>,
+    nodes: Store<Box<NodeView>>,
+    /// The one copy of each node label key and value.
+    labels: Interner,
     leases: Store<LeaseRecord>,
     /// Terminating pods by UID.
     pods: Store<PodRecord>,
@@ -233,6 +237,7 @@ impl ClusterState {
     /// the previous view while it stays not Ready.
     pub fn apply_node(&mut self, node: &Node, now: Timestamp) -> Change {
         let mut view = node_view(node);
+        view.labels = self.labels.labels(&view.labels);
         let name = view.observation.name.clone();
         // A Node re-created under the same name is a new node, not the deleted one.
         self.tombstones.remove(&name);
@@ -280,7 +285,7 @@ impl ClusterState {
         let unready =
             matches!(view.observation.readiness, Readiness::NotReady | Readiness::Unknown);
         self.follow_ready_pods(&name, unready);
-        self.nodes.put_with(name, view, same_node_evidence)
+        self.nodes.put_with(name, Box::new(view), |a, b| same_node_evidence(a, b))
     }
 
     /// Starts keeping the Ready pods of a node that left Ready (its pods are to be listed), or
@@ -352,7 +357,7 @@ impl ClusterState {
             view.deleted = true;
             // Ours for good: the mark outlives the storm guard's window of our deletions.
             view.control.deleted_by_us = self.own_node_deletions.get(&view.control.uid).copied();
-            self.tombstones.insert(name.to_string(), (view, now));
+            self.tombstones.insert(name.to_string(), (*view, now));
         }
         self.nodes.remove(name);
         // Its pods go with it (PodGC): the pod watch forgets their records.
@@ -598,7 +603,7 @@ impl ClusterState {
             .live
             .values()
             .map(|n| {
-                let mut n = n.clone();
+                let mut n = NodeView::clone(n);
                 let lease = self.leases.live.get(&n.observation.name);
                 n.observation.lease_renewed = lease.map(|l| l.renewed);
                 n.observation.lease_seen = lease.map(|l| l.seen);

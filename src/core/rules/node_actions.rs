@@ -187,7 +187,6 @@ fn undo(
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
 
     use super::*;
 
@@ -254,7 +253,7 @@ mod tests {
                 taints: vec![],
                 volumes_in_use: vec![],
             },
-            labels: BTreeMap::new(),
+            labels: Default::default(),
             excluded: false,
             deleted: false,
             control: NodeControl { uid: "u1".into(), ..Default::default() },
