@@ -14,6 +14,7 @@
 
 use std::collections::BTreeSet;
 use std::hint::black_box;
+use std::sync::Arc;
 use std::time::Instant;
 
 use jiff::{SignedDuration, Timestamp};
@@ -201,8 +202,8 @@ fn kept<T>(f: impl FnOnce() -> T) -> (Heap, T) {
 }
 
 /// What the clones of one field of every view allocate (not the Vec that holds them).
-fn field<T>(views: &[NodeView], f: impl Fn(&NodeView) -> T) -> Heap {
-    let (heap, held) = kept(|| views.iter().map(&f).collect::<Vec<T>>());
+fn field<T>(views: &[Arc<NodeView>], f: impl Fn(&NodeView) -> T) -> Heap {
+    let (heap, held) = kept(|| views.iter().map(|v| f(v)).collect::<Vec<T>>());
     let vec = (held.capacity() * std::mem::size_of::<T>()) as u64;
     Heap { bytes: heap.bytes - vec, blocks: heap.blocks - u64::from(vec > 0) }
 }
@@ -253,7 +254,7 @@ fn heap_profile() {
     // What the node store's records hold on the heap, field by field: each field cloned alone
     // (a clone allocates what the original does, for these types), and the rest of the store
     // (its hash table: keys and records inline, control bytes, spare buckets) by difference.
-    let views: Vec<NodeView> = state.observe(now, Vec::new(), BTreeSet::new()).nodes;
+    let views: Vec<Arc<NodeView>> = state.observe(now, Vec::new(), BTreeSet::new()).nodes;
     let name = field(&views, |v| v.observation.name.clone());
     let uid = field(&views, |v| v.control.uid.clone());
     // Labels share their strings (one interner for all nodes) and a clone shares the whole set:
@@ -267,9 +268,9 @@ fn heap_profile() {
         (interned.1.capacity() * std::mem::size_of::<kube_remediator::core::Labels>()) as u64;
     let labels = Heap { bytes: labels.bytes - held, blocks: labels.blocks - 1 };
     drop(interned);
-    // Each record is boxed: one block of its inline size.
+    // Each record is in an Arc: one block of its inline size and two counts.
     let boxed = Heap {
-        bytes: (views.len() * std::mem::size_of::<NodeView>()) as u64,
+        bytes: (views.len() * (std::mem::size_of::<NodeView>() + 16)) as u64,
         blocks: views.len() as u64,
     };
     let taints = field(&views, |v| v.observation.taints.clone());
@@ -311,12 +312,12 @@ fn heap_profile() {
         println!("  | {what} | {b:.0} | {k:.1} |");
     };
     row(
-        "node store: hash table (key String and box pointer, control bytes, spare buckets; \
+        "node store: hash table (key String and Arc pointer, control bytes, spare buckets; \
          the dead nodes' pod-listing entries)",
         table,
     );
     row("node store: key (the node's name again)", name);
-    row("node record inline (boxed)", boxed);
+    row("node record inline (in an Arc, shared with the planner's input)", boxed);
     row("node record: name", name);
     row("node record: uid", uid);
     row("node record: labels (one shared slice of shared strings, and the interner)", labels);

@@ -149,6 +149,7 @@ async fn observe_renewals(
 fn one_shot_observed(state: &ClusterState, listed_at: Timestamp, now: Timestamp) -> Observed {
     let mut observed = state.observe(now, Vec::new(), Default::default());
     for node in &mut observed.nodes {
+        let node = std::sync::Arc::make_mut(node);
         let obs = &mut node.observation;
         if obs.lease_seen.is_some_and(|seen| seen <= listed_at) {
             obs.lease_seen = obs.lease_renewed.map(|t| t.min(listed_at));

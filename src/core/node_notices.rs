@@ -93,7 +93,7 @@ mod tests {
         obs.lease_renewed = Some(t(0));
         obs.lease_seen = Some(t(0));
         obs.not_ready_seen = (readiness != Readiness::Ready).then_some(t(0));
-        Observed { nodes: vec![n], watch_synced_at: Some(t(-100)), ..Default::default() }
+        Observed { nodes: vec![n.into()], watch_synced_at: Some(t(-100)), ..Default::default() }
     }
 
     fn said(

@@ -442,8 +442,8 @@ pub struct StormInput {
 pub struct Observed {
     /// Nodes, including tombstones of Nodes the operator saw deleted that pods still reference
     /// (`deleted: true`). A node referenced by a pod but absent here is unknown: neither alive
-    /// nor dead.
-    pub nodes: Vec<NodeView>,
+    /// nor dead. Shared with the watch index's records (a reconcile copies no node).
+    pub nodes: Vec<Arc<NodeView>>,
     /// Terminating pods, running pods left Ready=False while every container is ready
     /// ([`PodView::stale_ready_since`]) and pods left Failed by a graceful node shutdown
     /// ([`PodView::shutdown_reason`]); others are ignored.

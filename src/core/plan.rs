@@ -490,7 +490,7 @@ mod tests {
             nodes.push(gone);
         }
         Observed {
-            nodes,
+            nodes: nodes.into_iter().map(Into::into).collect(),
             pods,
             watch_synced_at: Some("2025-12-31T23:00:00Z".parse().expect("ts")),
             ..Default::default()
@@ -561,7 +561,7 @@ mod tests {
             },
             Row { pod: |p| p.excluded = true, ..row("pod excluded", Err(PodExcluded)) },
             Row {
-                observed: |o| o.nodes[0].excluded = true,
+                observed: |o| Arc::make_mut(&mut o.nodes[0]).excluded = true,
                 ..row("node excluded", Err(NodeExcluded))
             },
             Row { pod: |p| p.is_mirror = true, ..row("mirror pod", Err(MirrorPod)) },

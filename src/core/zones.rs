@@ -16,6 +16,7 @@
 //!   the operator watched ([`crate::core::NodeControl::last_outage`]), so a restart does not
 //!   hold every zone with a dead node.
 
+use std::borrow::Borrow;
 use std::collections::BTreeMap;
 
 use jiff::{SignedDuration, Timestamp};
@@ -52,9 +53,9 @@ pub fn zone_of(node: &NodeView) -> &str {
 }
 
 /// The zones that hold every destructive action at `now`, by zone.
-pub fn held_zones(nodes: &[NodeView], now: Timestamp) -> BTreeMap<String, ZoneHold> {
+pub fn held_zones(nodes: &[impl Borrow<NodeView>], now: Timestamp) -> BTreeMap<String, ZoneHold> {
     let mut zones: BTreeMap<&str, Vec<&NodeView>> = BTreeMap::new();
-    for node in nodes.iter().filter(|n| !n.deleted) {
+    for node in nodes.iter().map(Borrow::borrow).filter(|n: &&NodeView| !n.deleted) {
         if node.observation.readiness != Readiness::Missing {
             zones.entry(zone_of(node)).or_default().push(node);
         }

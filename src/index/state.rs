@@ -1,8 +1,9 @@
 //! The operator's compact view of the cluster, fed by one watch per kind.
 //!
-//! No full objects are kept: a node is a [`NodeView`] without its Lease (boxed, so that the
-//! table's spare buckets cost a pointer, not a record; its label strings shared between nodes
-//! through one [`Interner`]), a Lease is its renew time and when we saw it change, a pod is a [`PodRecord`] and only while it is Terminating, a
+//! No full objects are kept: a node is a [`NodeView`] with its Lease's two instants joined in
+//! (behind an `Arc`, so that the table's spare buckets cost a pointer, not a record, and the
+//! planner's input shares the records instead of copying them; its label strings shared
+//! between nodes through one [`Interner`]), a Lease is its renew time and when we saw it change, a pod is a [`PodRecord`] and only while it is Terminating, a
 //! namespace is its labels, a claim is whether it is ReadWriteOnce. [`ClusterState::observe`]
 //! assembles the core's [`Observed`] from them.
 //!
@@ -21,8 +22,8 @@ use crate::core::rollouts::{
     ReplicaSetView, RolloutAnalysis, WorkloadKind, WorkloadRef, WorkloadView, blocked_rollouts,
 };
 use crate::core::{
-    EvidenceWindow, NodeView, OWN_DELETIONS_COUNT_FOR, Observed, Outage, PastAction, PodView,
-    Readiness, Suspension, lease_drought,
+    EvidenceWindow, NodeObservation, NodeView, OWN_DELETIONS_COUNT_FOR, Observed, Outage,
+    PastAction, PodView, Readiness, Suspension, lease_drought,
 };
 
 /// The kinds the operator watches.
@@ -161,7 +162,9 @@ impl<V> Relist for Store<V> {
 
 #[derive(Debug, Default)]
 pub struct ClusterState {
-    nodes: Store<Box<NodeView>>,
+    /// Each with its Lease's instants joined in, as the Lease store has them (see
+    /// [`ClusterState::join_lease`]).
+    nodes: Store<Arc<NodeView>>,
     /// The one copy of each node label key and value.
     labels: Interner,
     leases: Store<LeaseRecord>,
@@ -218,6 +221,13 @@ impl ClusterState {
     /// and Leases, the evidence window restarts.
     pub fn list_done(&mut self, kind: WatchedKind, now: Timestamp) -> Change {
         self.store(kind).finish();
+        if kind.restarts_evidence() {
+            // Nodes listed while Leases changed, or Leases relisted under the nodes.
+            let names: Vec<String> = self.nodes.live.keys().cloned().collect();
+            for name in names {
+                self.join_lease(&name);
+            }
+        }
         self.sync.listed.insert(kind);
         if kind.restarts_evidence() {
             self.sync.window.listed(kind == WatchedKind::Lease, now);
@@ -285,7 +295,9 @@ impl ClusterState {
         let unready =
             matches!(view.observation.readiness, Readiness::NotReady | Readiness::Unknown);
         self.follow_ready_pods(&name, unready);
-        self.nodes.put_with(name, Box::new(view), |a, b| same_node_evidence(a, b))
+        let lease = self.leases.live.get(&name).copied();
+        set_lease(&mut view.observation, lease);
+        self.nodes.put_with(name, Arc::new(view), |a, b| same_node_evidence(a, b))
     }
 
     /// Starts keeping the Ready pods of a node that left Ready (its pods are to be listed), or
@@ -352,12 +364,15 @@ impl ClusterState {
     /// A Node was deleted, seen at `now`: its last view is kept as a tombstone.
     pub fn delete_node(&mut self, name: &str, now: Timestamp) -> Change {
         if self.nodes.relist.is_none()
-            && let Some(mut view) = self.nodes.live.get(name).cloned()
+            && let Some(view) = self.nodes.live.get(name)
         {
+            let mut view = NodeView::clone(view);
+            // A tombstone is judged without its Lease, as it always was.
+            set_lease(&mut view.observation, None);
             view.deleted = true;
             // Ours for good: the mark outlives the storm guard's window of our deletions.
             view.control.deleted_by_us = self.own_node_deletions.get(&view.control.uid).copied();
-            self.tombstones.insert(name.to_string(), (*view, now));
+            self.tombstones.insert(name.to_string(), (view, now));
         }
         self.nodes.remove(name);
         // Its pods go with it (PodGC): the pod watch forgets their records.
@@ -396,6 +411,7 @@ impl ClusterState {
             return self.leases.put(name.to_string(), record);
         }
         self.leases.put(name.to_string(), record);
+        self.join_lease(name);
         // A renewal only matters for a node that is not Ready: it postpones its death.
         let node_ready =
             self.nodes.live.get(name).is_some_and(|n| n.observation.readiness == Readiness::Ready);
@@ -404,6 +420,7 @@ impl ClusterState {
 
     pub fn delete_lease(&mut self, name: &str) -> Change {
         self.leases.remove(name);
+        self.join_lease(name);
         Change::Relevant
     }
 
@@ -437,6 +454,20 @@ impl ClusterState {
                 self.pods.put(uid, record)
             }
             None => self.pods.remove(&uid),
+        }
+    }
+
+    /// Joins the live Lease of node `name` (or its absence) into the node's live record, so
+    /// that the record reads as the Lease store does: what [`ClusterState::observe`] once did
+    /// for each node on each call, done once for each change.
+    fn join_lease(&mut self, name: &str) {
+        let lease = self.leases.live.get(name).copied();
+        if let Some(node) = self.nodes.live.get_mut(name) {
+            let o = &node.observation;
+            if (o.lease_renewed, o.lease_seen) != (lease.map(|l| l.renewed), lease.map(|l| l.seen))
+            {
+                set_lease(&mut Arc::make_mut(node).observation, lease);
+            }
         }
     }
 
@@ -602,14 +633,8 @@ impl ClusterState {
             .nodes
             .live
             .values()
-            .map(|n| {
-                let mut n = NodeView::clone(n);
-                let lease = self.leases.live.get(&n.observation.name);
-                n.observation.lease_renewed = lease.map(|l| l.renewed);
-                n.observation.lease_seen = lease.map(|l| l.seen);
-                n
-            })
-            .chain(self.tombstone_views(now))
+            .cloned()
+            .chain(self.tombstone_views(now).map(Arc::new))
             .collect();
         let pods = self
             .pods
@@ -654,6 +679,12 @@ impl ClusterState {
             acting: Default::default(),
         }
     }
+}
+
+/// A node's Lease instants as the planner reads them: its `renewTime` and when we saw it.
+fn set_lease(observation: &mut NodeObservation, lease: Option<LeaseRecord>) {
+    observation.lease_renewed = lease.map(|l| l.renewed);
+    observation.lease_seen = lease.map(|l| l.seen);
 }
 
 fn claim_key(namespace: &str, name: &str) -> String {
@@ -850,7 +881,7 @@ mod tests {
     }
 
     fn view<'a>(observed: &'a Observed, name: &str) -> Option<&'a NodeView> {
-        observed.nodes.iter().find(|n| n.observation.name == name)
+        observed.nodes.iter().find(|n| n.observation.name == name).map(|n| &**n)
     }
 
     #[test]
@@ -862,6 +893,27 @@ mod tests {
         assert_eq!(seen(&s, "n1").0, None, "no Lease: nothing seen, not 'since the window'");
         s.apply_lease("n1", Some(at(20)), at(20));
         assert_eq!(seen(&s, "n1").0, Some(at(20)));
+    }
+
+    #[test]
+    fn a_node_reads_its_lease_as_the_lease_store_has_it() {
+        let mut s = synced(0, &[("n1", "False")]);
+        // A renewal while the Nodes are relisted: the relisted record reads it too.
+        s.list_started(WatchedKind::Node);
+        s.apply_node(&node("n1", "False"), at(2));
+        s.apply_lease("n1", Some(at(3)), at(3));
+        s.list_done(WatchedKind::Node, at(4));
+        assert_eq!(seen(&s, "n1").0, Some(at(3)));
+        // A Lease seen before its Node.
+        s.apply_lease("n2", Some(at(5)), at(5));
+        s.apply_node(&node_with_uid("n2", "u2", "False"), at(6));
+        assert_eq!(seen(&s, "n2").0, Some(at(5)));
+        // A tombstone is judged without its Lease, as before the Lease was joined in.
+        s.apply_pod(&terminating_pod_on("n2"), at(7));
+        s.delete_node("n2", at(8));
+        let observed = s.observe(at(9), Vec::new(), BTreeSet::new());
+        let gone = view(&observed, "n2").expect("a tombstone while a pod is on it");
+        assert_eq!((gone.observation.lease_renewed, gone.observation.lease_seen), (None, None));
     }
 
     #[test]

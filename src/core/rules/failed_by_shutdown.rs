@@ -121,7 +121,7 @@ mod tests {
             pod.shutdown_reason = Some("Terminated".into());
             pod.shutdown_seen = Some(t(0));
             let mut observed = Observed {
-                nodes: vec![NodeView::unknown("n1")],
+                nodes: vec![NodeView::unknown("n1").into()],
                 watch_synced_at: Some(t(-100)),
                 ..Default::default()
             };

@@ -148,7 +148,7 @@ mod tests {
             pod.ready_since = Some(Timestamp::UNIX_EPOCH);
             edit(&mut pod);
             let mut observed = Observed {
-                nodes: vec![NodeView::unknown("n1")],
+                nodes: vec![NodeView::unknown("n1").into()],
                 pods: vec![pod],
                 watch_synced_at: Some(Timestamp::UNIX_EPOCH),
                 ..Default::default()

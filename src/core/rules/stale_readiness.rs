@@ -69,7 +69,7 @@ pub fn stale_pods(
         return found;
     };
     let views: BTreeMap<&str, &NodeView> =
-        observed.nodes.iter().map(|n| (n.observation.name.as_str(), n)).collect();
+        observed.nodes.iter().map(|n| (n.observation.name.as_str(), &**n)).collect();
     for pod in &observed.pods {
         let (Some(since), None, Some(node_name)) =
             (pod.stale_ready_since, pod.deletion_timestamp, pod.node_name.as_deref())
@@ -220,7 +220,7 @@ mod tests {
         now: Timestamp,
     ) -> StaleFindings {
         let observed = Observed {
-            nodes: vec![node],
+            nodes: vec![node.into()],
             pods: vec![pod],
             watch_synced_at: Some(t(0)),
             ..Default::default()
