@@ -75,7 +75,7 @@ impl Writer {
     /// not sent either, and the next plan decides.
     async fn mark_disruption(
         &self,
-        _admitted: &Admitted,
+        admitted: &Admitted,
         fd: &ForceDelete,
         read: &Pod,
         write: DisruptionWrite,
@@ -89,45 +89,61 @@ impl Writer {
             last_transition_time: Some(Time(crate::clock::now())),
             ..PodCondition::default()
         };
+        let status = PodStatus {
+            phase: write.fail.then(|| "Failed".into()),
+            conditions: write.condition.then(|| vec![condition]),
+            ..PodStatus::default()
+        };
+        let change = ("DisruptionTarget condition", "DisruptionTarget not written, not deleted");
+        match self.patch_pod_status(admitted, &fd.pod, read, status, change).await {
+            (ActionResult::Done, _) => Ok(()),
+            not_done => Err(not_done),
+        }
+    }
+
+    /// A strategic merge patch of the status subresource of the pod the kernel admitted,
+    /// carrying its UID and resourceVersion as read, so it lands on that pod as it was read or
+    /// not at all (409), if this replica leads. `change`: what it writes ("Ready condition") and
+    /// what is left undone when the pod changed meanwhile.
+    pub(super) async fn patch_pod_status(
+        &self,
+        _admitted: &Admitted,
+        pod: &PodTarget,
+        read: &Pod,
+        status: PodStatus,
+        (what, undone): (&str, &str),
+    ) -> Sent {
         let patch = Pod {
             metadata: ObjectMeta {
                 uid: read.metadata.uid.clone(),
                 resource_version: read.metadata.resource_version.clone(),
                 ..ObjectMeta::default()
             },
-            status: Some(PodStatus {
-                phase: write.fail.then(|| "Failed".into()),
-                conditions: write.condition.then(|| vec![condition]),
-                ..PodStatus::default()
-            }),
+            status: Some(status),
             ..Pod::default()
         };
         if !self.may_write(WriteKind::PatchPodStatus) {
-            return Err((
+            return (
                 ActionResult::Failed,
                 Some("not the leader: refused to write the pod's status".into()),
-            ));
+            );
         }
-        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &fd.pod.namespace);
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
         let params =
             PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
-        match pods.patch_status(&fd.pod.name, &params, &Patch::Strategic(&patch)).await {
-            Ok(_) => Ok(()),
+        match pods.patch_status(&pod.name, &params, &Patch::Strategic(&patch)).await {
+            Ok(_) => (ActionResult::Done, None),
             Err(kube::Error::Api(s)) if s.code == 404 => {
-                Err((ActionResult::Skipped, Some(Skip::PodGone.to_string())))
+                (ActionResult::Skipped, Some(Skip::PodGone.to_string()))
             }
-            Err(kube::Error::Api(s)) if s.code == 409 || s.code == 422 => Err((
+            Err(kube::Error::Api(s)) if s.code == 409 || s.code == 422 => (
                 ActionResult::Skipped,
                 Some(format!(
-                    "the pod changed since the last look (DisruptionTarget not written, not \
-                     deleted); the next plan decides: {}",
+                    "the pod changed since the last look ({undone}); the next plan decides: {}",
                     s.message
                 )),
-            )),
-            Err(e) => Err((
-                ActionResult::Failed,
-                Some(format!("writing the pod's DisruptionTarget condition: {e}")),
-            )),
+            ),
+            Err(e) => (ActionResult::Failed, Some(format!("writing the pod's {what}: {e}"))),
         }
     }
 

@@ -5,15 +5,13 @@
 //! as it was read or not at all. `ContainersReady` is the kubelet's and is left as it is, as the
 //! node lifecycle controller leaves it.
 
-use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::api::core::v1::{PodCondition, PodStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams};
 
-use super::{FIELD_MANAGER, Sent, Writer};
+use super::{Sent, Writer};
 use crate::core::{Action, MarkNotReady, NOT_READY_REASON, Skip, ValidatedPolicy};
 use crate::crd::{ActionResult, RemediationPolicy};
-use crate::metrics::WriteKind;
 
 impl Writer {
     /// The last look, the safety kernel, then the status patch.
@@ -24,7 +22,7 @@ impl Writer {
         policy: &RemediationPolicy,
         validated: &ValidatedPolicy,
     ) -> Sent {
-        let (_admitted, read) =
+        let (admitted, read) =
             match self.pod_last_look_read(action, &mark.pod, policy, validated).await {
                 Ok(admitted) => admitted,
                 Err(not_sent) => return not_sent,
@@ -33,37 +31,14 @@ impl Writer {
         let Some(read) = read else {
             return (ActionResult::Skipped, Some(Skip::PodGone.to_string()));
         };
-        if !self.may_write(WriteKind::PatchPodStatus) {
-            return (
-                ActionResult::Failed,
-                Some("not the leader: refused to write the pod's status".into()),
-            );
-        }
-        let patch = not_ready_patch(mark, &read, &policy.name_any());
-        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &mark.pod.namespace);
-        let params =
-            PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
-        match pods.patch_status(&mark.pod.name, &params, &Patch::Strategic(&patch)).await {
-            Ok(_) => (ActionResult::Done, None),
-            Err(kube::Error::Api(s)) if s.code == 404 => {
-                (ActionResult::Skipped, Some(Skip::PodGone.to_string()))
-            }
-            Err(kube::Error::Api(s)) if s.code == 409 || s.code == 422 => (
-                ActionResult::Skipped,
-                Some(format!(
-                    "the pod changed since the last look (not marked); the next plan decides: {}",
-                    s.message
-                )),
-            ),
-            Err(e) => {
-                (ActionResult::Failed, Some(format!("writing the pod's Ready condition: {e}")))
-            }
-        }
+        let status = not_ready_status(mark, &policy.name_any());
+        let change = ("Ready condition", "not marked");
+        self.patch_pod_status(&admitted, &mark.pod, &read, status, change).await
     }
 }
 
-/// The status patch: the `Ready` condition False with our reason, on the pod as read.
-pub(super) fn not_ready_patch(mark: &MarkNotReady, read: &Pod, policy: &str) -> Pod {
+/// The status written: the `Ready` condition False with our reason, nothing else.
+fn not_ready_status(mark: &MarkNotReady, policy: &str) -> PodStatus {
     let condition = PodCondition {
         type_: "Ready".into(),
         status: "False".into(),
@@ -72,13 +47,5 @@ pub(super) fn not_ready_patch(mark: &MarkNotReady, read: &Pod, policy: &str) -> 
         last_transition_time: Some(Time(crate::clock::now())),
         ..PodCondition::default()
     };
-    Pod {
-        metadata: ObjectMeta {
-            uid: read.metadata.uid.clone(),
-            resource_version: read.metadata.resource_version.clone(),
-            ..ObjectMeta::default()
-        },
-        status: Some(PodStatus { conditions: Some(vec![condition]), ..PodStatus::default() }),
-        ..Pod::default()
-    }
+    PodStatus { conditions: Some(vec![condition]), ..PodStatus::default() }
 }
