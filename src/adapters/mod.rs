@@ -235,6 +235,18 @@ pub fn ready_pod_record(pod: &WatchedPod) -> Option<PodRecord> {
     Some(record(pod, None, None, Some(since)))
 }
 
+/// Whether `pod` runs, is not Terminating and its Ready condition is True.
+pub fn pod_is_ready(pod: &WatchedPod) -> bool {
+    let status = pod.status.as_ref();
+    pod.metadata.deletion_timestamp.is_none()
+        && status.and_then(|s| s.phase.as_deref()) == Some("Running")
+        && status
+            .and_then(|s| s.conditions.as_deref())
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True")
+}
+
 /// The record of `pod`, with what made it kept.
 fn record(
     pod: &WatchedPod,

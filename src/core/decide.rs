@@ -17,8 +17,8 @@ use super::observed::{NodeView, Observed};
 use super::pending_resolution::{PodNow, node_action_took_effect, resolve_failed, resolve_pending};
 use super::plan::{Plan, plan};
 use super::pod_notices::{
-    FencingNotice, PodNotice, held_by_finalizers, needs_fencing, ready_on_dead_node, stale_ready,
-    stuck_on_live_nodes,
+    FencingNotice, PodNotice, held_by_finalizers, needs_fencing, ready_on_dead_node,
+    repaired_by_kubelet, stale_ready, stuck_on_live_nodes,
 };
 use super::policy::ValidatedPolicy;
 use super::status::{Evaluation, blocked_rollouts_in_scope, desired_status, hold_counts};
@@ -114,6 +114,7 @@ pub fn decide(
         .into_iter()
         .chain(stale_ready(&plan))
         .chain(ready_on_dead_node(&plan))
+        .chain(repaired_by_kubelet(&plan))
         .collect();
     let (pod_notices, pod_notified) = history.new_pod_notices(pods);
     let (node_notices, node_notified) = new_node_notices(&plan, observed, history.node_notified());

@@ -548,6 +548,7 @@ pub(super) mod tests {
             reason: "StuckTerminating",
             cause: "Finalizers",
             quote_kubelet: false,
+            warning: true,
             evidence: evidence.into(),
             note: String::new(),
         };

@@ -475,6 +475,23 @@ pub struct Observed {
     /// as in `plan`'s one-shot reading). An undo is done only by the policy that acted, or, if
     /// it is gone, by one with node actions over the node.
     pub acting: Acting,
+    /// Pods seen left Ready=False that turned Ready again, within the last
+    /// [`REPAIRED_KEPT`]: what the stale-readiness rule was waiting on when a kubelet
+    /// repaired its own pods, for its report.
+    pub repaired: Vec<RepairedPod>,
+}
+
+/// How long a pod that turned Ready again is remembered for the stale-readiness report: longer
+/// than any reconcile takes to see it.
+pub const REPAIRED_KEPT: jiff::SignedDuration = jiff::SignedDuration::from_mins(10);
+
+/// A pod seen left Ready=False (every container ready) that turned Ready again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RepairedPod {
+    /// The pod as last seen not Ready ([`PodView::stale_seen`] set).
+    pub view: PodView,
+    /// When we saw it Ready again, by our own clock.
+    pub repaired_at: Timestamp,
 }
 
 /// The policy a plan is made for, among the policies that exist.

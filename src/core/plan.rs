@@ -24,7 +24,7 @@ use super::rules::failed_by_shutdown::{ShutdownFindings, shutdown_pods};
 use super::rules::live_node_stuck::StuckPod;
 use super::rules::node_actions::NodeFindings;
 use super::rules::ready_on_dead_node::{ReadyOnDeadFindings, ReadyOnDeadPod, ready_on_dead_nodes};
-use super::rules::stale_readiness::{StaleFindings, StalePod, stale_pods};
+use super::rules::stale_readiness::{RepairedStale, StaleFindings, StalePod, stale_pods};
 use super::rules::{Candidate, Findings, release_terminating_pods};
 use super::storm::{OWN_DELETIONS_COUNT_FOR, Storm, advance};
 use super::verdict::{NotEligible, PodDecision, Verdict};
@@ -64,6 +64,8 @@ pub struct Plan {
     pub stuck: Vec<StuckPod>,
     /// Pods left Ready=False after a node blip (staleReadiness).
     pub stale: Vec<StalePod>,
+    /// Pods the staleReadiness rule waited on that their kubelet made Ready again first.
+    pub repaired: Vec<RepairedStale>,
     /// Pods left Ready=True on dead nodes (readyOnDeadNode).
     pub ready_on_dead: Vec<ReadyOnDeadPod>,
     /// The policy's own reading of the storm guard (`safety.maxUnhealthyNodes`).
@@ -120,7 +122,7 @@ pub fn plan(observed: &Observed, policy: &ValidatedPolicy, now: Timestamp) -> Pl
     candidates.extend(
         node_findings.candidates.into_iter().map(|action| Candidate { decision: None, action }),
     );
-    let StaleFindings { mut stale, candidates: evictions, deadlines: stale_deadlines } =
+    let StaleFindings { mut stale, repaired, candidates: evictions, deadlines: stale_deadlines } =
         stale_pods(observed, &nodes, policy, now);
     deadlines.extend(stale_deadlines);
     candidates.extend(evictions.into_iter().map(|action| Candidate { decision: None, action }));
@@ -162,6 +164,7 @@ pub fn plan(observed: &Observed, policy: &ValidatedPolicy, now: Timestamp) -> Pl
         nodes: nodes.into_values().collect(),
         stuck,
         stale,
+        repaired,
         ready_on_dead,
         circuit,
         storm,

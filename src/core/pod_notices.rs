@@ -123,6 +123,8 @@ pub struct PodNotice {
     /// Whether the kubelet's latest Warning Event about the pod is worth quoting: it says what
     /// the kubelet waits for.
     pub quote_kubelet: bool,
+    /// A Warning Event (something is wrong); a Normal one says what was left alone and why.
+    pub warning: bool,
     /// The evidence (finalizers, containers, volumes named): a new one is a new notice.
     pub evidence: String,
     /// The whole sentence: the node, since when, the evidence, what the policy does.
@@ -147,6 +149,7 @@ pub fn stuck_on_live_nodes(plan: &Plan) -> Vec<PodNotice> {
                 reason: "StuckTerminating",
                 cause: s.cause.code(),
                 quote_kubelet: s.cause.kubelet_explains(),
+                warning: true,
                 evidence: s.cause.detail(),
                 note: format!(
                     "pod {}/{} is stuck Terminating on live node {} since {} ({}): {}. {what}",
@@ -173,8 +176,31 @@ pub fn stale_ready(plan: &Plan) -> Vec<PodNotice> {
             reason: "StaleReadiness",
             cause: "StaleReadiness",
             quote_kubelet: false,
+            warning: true,
             evidence: s.ready_false_since.to_string(),
             note: format!("pod {}/{}: {}", s.namespace, s.name, s.note),
+        })
+        .collect()
+}
+
+/// The Event reason of a pod the staleReadiness rule waited on that its kubelet repaired.
+pub const REPAIRED_BY_KUBELET: &str = "RepairedByKubelet";
+
+/// Every pod of `plan` the staleReadiness rule waited on that its kubelet made Ready again
+/// first: a Normal Event saying how long the rule waited and why.
+pub fn repaired_by_kubelet(plan: &Plan) -> Vec<PodNotice> {
+    plan.repaired
+        .iter()
+        .map(|r| PodNotice {
+            namespace: r.namespace.clone(),
+            pod: r.name.clone(),
+            uid: r.uid.clone(),
+            reason: REPAIRED_BY_KUBELET,
+            cause: "StaleReadiness",
+            quote_kubelet: false,
+            warning: false,
+            evidence: r.repaired_at.to_string(),
+            note: r.note.clone(),
         })
         .collect()
 }
@@ -190,6 +216,7 @@ pub fn ready_on_dead_node(plan: &Plan) -> Vec<PodNotice> {
             reason: "ReadyOnDeadNode",
             cause: "ReadyOnDeadNode",
             quote_kubelet: false,
+            warning: true,
             evidence: r.node.clone(),
             note: format!("pod {}/{}: {}", r.namespace, r.name, r.note),
         })
@@ -233,6 +260,7 @@ mod tests {
             nodes: vec![],
             stuck: vec![],
             stale: vec![],
+            repaired: vec![],
             ready_on_dead: vec![],
             circuit: Circuit::evaluate(0, 1, MaxUnhealthy::Count(1)),
             storm: advance(

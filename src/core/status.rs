@@ -426,6 +426,7 @@ mod tests {
             nodes: vec![],
             stuck: vec![],
             stale: vec![],
+            repaired: vec![],
             ready_on_dead: vec![],
             storm: advance(circuit.clone(), calm, None, StormSettings::default(), None, now),
             circuit,

@@ -17,7 +17,10 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolumeClaim};
 
 use super::intern::Interner;
-use crate::adapters::{PodRecord, WatchedPod, node_view, pod_record, ready_pod_record};
+use crate::adapters::{
+    PodRecord, WatchedPod, node_view, pod_is_ready, pod_record, ready_pod_record,
+};
+use crate::core::observed::{REPAIRED_KEPT, RepairedPod};
 use crate::core::rollouts::{
     ReplicaSetView, RolloutAnalysis, WorkloadKind, WorkloadRef, WorkloadView, blocked_rollouts,
 };
@@ -191,6 +194,9 @@ pub struct ClusterState {
     unready_nodes: HashMap<String, HashSet<String>>,
     /// Nodes whose pods are to be listed.
     nodes_to_list: Vec<String>,
+    /// Pods seen left Ready=False that turned Ready again, by UID, for
+    /// [`REPAIRED_KEPT`]: the stale-readiness rule's report of what it waited on.
+    repaired: HashMap<String, RepairedPod>,
     sync: Sync,
 }
 
@@ -438,6 +444,12 @@ impl ClusterState {
             None if on_unready_node => ready_pod_record(pod),
             record => record,
         };
+        let repaired = self.pods.live.get(&uid).filter(|r| r.view.stale_seen.is_some());
+        if let Some(before) = repaired.filter(|_| pod_is_ready(pod)) {
+            let view = before.view.clone();
+            self.repaired.retain(|_, r| now.duration_since(r.repaired_at) < REPAIRED_KEPT);
+            self.repaired.insert(uid.clone(), RepairedPod { view, repaired_at: now });
+        }
         match record {
             Some(mut record) => {
                 let before = self.pods.live.get(&uid).map(|r| &r.view);
@@ -666,6 +678,18 @@ impl ClusterState {
             pod.blocks_rollout = blocking.get(pod.uid.as_str()).map(|w| (*w).clone());
         }
         let evidence = self.evidence_since(now);
+        let mut repaired: Vec<RepairedPod> = self
+            .repaired
+            .values()
+            .filter(|r| now.duration_since(r.repaired_at) < REPAIRED_KEPT)
+            .map(|r| {
+                let mut r = r.clone();
+                r.view.namespace_labels =
+                    self.namespaces.live.get(&r.view.namespace).cloned().unwrap_or(empty.clone());
+                r
+            })
+            .collect();
+        repaired.sort_by(|a, b| a.view.uid.cmp(&b.view.uid));
         Observed {
             nodes,
             pods,
@@ -677,6 +701,7 @@ impl ClusterState {
             backoff: Default::default(),
             storm: Default::default(),
             acting: Default::default(),
+            repaired,
         }
     }
 }
@@ -1062,5 +1087,75 @@ mod tests {
         assert_eq!(s.apply_node(&beat("2020-01-01T00:00:00Z"), at(5)), Change::None);
         assert_eq!(s.apply_node(&beat("2020-01-01T00:00:10Z"), at(9)), Change::Relevant);
         assert_eq!(heartbeat(&s), Some(at(9)));
+    }
+
+    #[test]
+    fn a_pod_seen_stale_then_ready_again_is_remembered_as_repaired() {
+        let pod = |ready: &str, deleting: bool| -> WatchedPod {
+            let mut meta = serde_json::json!({"name": "web-1", "namespace": "ns", "uid": "u1"});
+            if deleting {
+                meta["deletionTimestamp"] = "2020-01-01T00:00:00Z".into();
+            }
+            serde_json::from_value(serde_json::json!({
+                "metadata": meta,
+                "spec": {"nodeName": "n1", "containers": [{"name": "c"}]},
+                "status": {"phase": "Running",
+                    "conditions": [{"type": "Ready", "status": ready,
+                        "lastTransitionTime": "2020-01-01T00:00:00Z"}],
+                    "containerStatuses": [{"name": "c", "ready": true,
+                        "state": {"running": {}}}]}
+            }))
+            .expect("valid pod")
+        };
+        let repaired =
+            |s: &ClusterState, now: i64| -> Vec<(String, Option<Timestamp>, Timestamp)> {
+                let observed = s.observe(at(now), Vec::new(), BTreeSet::new());
+                observed
+                    .repaired
+                    .iter()
+                    .map(|r| (r.view.uid.clone(), r.view.stale_seen, r.repaired_at))
+                    .collect()
+            };
+        // (case, the pod's updates (Ready status, deleting, seen at), observed at, want)
+        type Row = (&'static str, Vec<(&'static str, bool, i64)>, i64, Vec<i64>);
+        let rows: [Row; 5] = [
+            (
+                "stale at 10, Ready at 20",
+                vec![("False", false, 10), ("False", false, 15), ("True", false, 20)],
+                30,
+                vec![10, 20],
+            ),
+            ("never seen stale", vec![("True", false, 10)], 30, vec![]),
+            (
+                "stale, then deleted: not a repair",
+                vec![("False", false, 10), ("True", true, 20)],
+                30,
+                vec![],
+            ),
+            (
+                "forgotten after REPAIRED_KEPT",
+                vec![("False", false, 10), ("True", false, 20)],
+                20 + 600,
+                vec![],
+            ),
+            (
+                "remembered just before",
+                vec![("False", false, 10), ("True", false, 20)],
+                20 + 599,
+                vec![10, 20],
+            ),
+        ];
+        for (case, updates, now, want) in rows {
+            let mut s = synced(0, &[("n1", "True")]);
+            for (ready, deleting, seen) in updates {
+                s.apply_pod(&pod(ready, deleting), at(seen));
+            }
+            let want: Vec<_> = if want.is_empty() {
+                vec![]
+            } else {
+                vec![("u1".to_string(), Some(at(want[0])), at(want[1]))]
+            };
+            assert_eq!(repaired(&s, now), want, "{case}");
+        }
     }
 }

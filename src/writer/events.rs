@@ -234,7 +234,8 @@ impl Writer {
     }
 
     /// A pod stuck on a live node or left Ready=False: a Warning Event on it naming the cause,
-    /// the evidence and what the policy does about it.
+    /// the evidence and what the policy does about it. A pod the staleReadiness rule waited on
+    /// that its kubelet repaired: a Normal Event saying how long the rule waited and why.
     /// For a pod whose kubelet does not finish it, the kubelet's latest Warning Event about it
     /// is quoted: what the kubelet says it is waiting for.
     pub(super) async fn pod_notice_event(&self, policy: &str, notice: &PodNotice) {
@@ -245,7 +246,11 @@ impl Writer {
             note.push_str(&format!(" The kubelet's latest warning: {quote}"));
         }
         let pod = pod_reference(&notice.namespace, &notice.pod, &notice.uid);
-        self.event(&pod, EventType::Warning, notice.reason, notice.cause, note).await;
+        let type_ = if notice.warning { EventType::Warning } else { EventType::Normal };
+        if !notice.warning {
+            info!(policy, pod = %format!("{}/{}", notice.namespace, notice.pod), reason = notice.reason, "{}", notice.note);
+        }
+        self.event(&pod, type_, notice.reason, notice.cause, note).await;
     }
 
     /// A dead node left alone (in maintenance, shutting down, another tool's): a Normal Event on

@@ -10,7 +10,8 @@
 //!   then released, and its replacement runs.
 //! - `hk-blip`: the kubelet SIGSTOPped past the node-monitor grace period and resumed: the node
 //!   lifecycle controller marks its pods not Ready, the kubelet makes them Ready again by
-//!   itself, and the stale-readiness rule (Evict) leaves them alone.
+//!   itself, and the stale-readiness rule (Evict) leaves them alone and says so on each pod (a
+//!   Normal `RepairedByKubelet` Event: how long it waited and why).
 //! - `hk-restart-and-node-deleted`: the kubelet restarted, then its Node deleted while it runs
 //!   (the kubelet neither registers it again nor re-creates its Lease, which the garbage
 //!   collector deleted with the Node; PodGC deletes its pods), then restarted again (the Node is
@@ -370,6 +371,30 @@ async fn a_blip_the_kubelet_repairs_itself_is_left_alone(
         node_back.duration_since(resumed).as_secs_f64(),
         repaired.duration_since(resumed).as_secs_f64(),
     );
+    // The rule says, on each pod, that it waited and why: a Normal Event.
+    for pod in &pods {
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let note = wait_for(
+            &format!("a RepairedByKubelet Event on {name}"),
+            Duration::from_secs(30),
+            || async {
+                let events = env.events_about("Pod", &name, "RepairedByKubelet").await?;
+                Ok(events.into_iter().find_map(|e| {
+                    (e.type_.as_deref() == Some("Normal")).then_some(e.note).flatten()
+                }))
+            },
+        )
+        .await?;
+        ensure!(
+            note.contains("Left alone all along")
+                && note.contains("after we saw it not Ready")
+                && note.contains("nodeReadyFor (1m)")
+                && (note.contains("after its node came back")
+                    || note.contains("before its node was seen Ready again")),
+            "the Event does not say how long the rule waited and why: {note}"
+        );
+        eprintln!("{NAME} {name}: {note}");
+    }
     // Past the rule's nodeReadyFor (1 m from the node's return by the operator's clock), with a
     // margin: nothing evicted, nothing listed, the same pods.
     holds_for(

@@ -23,7 +23,7 @@ use super::release_gates::selected_kind;
 use crate::core::action::{Action, Evict, PodTarget};
 use crate::core::duration::{add, format_duration};
 use crate::core::node::{NodeState, NodeSummary};
-use crate::core::observed::{NodeView, Observed, OwnerKey};
+use crate::core::observed::{NodeView, Observed, OwnerKey, RepairedPod};
 use crate::core::policy::ValidatedPolicy;
 use crate::crd::OwnerKind;
 
@@ -47,10 +47,26 @@ pub struct StalePod {
     pub note: String,
 }
 
+/// A pod the rule was waiting on that its kubelet made Ready again first, for the reports: how
+/// long the rule waited and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RepairedStale {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub node: String,
+    /// When we saw it Ready again.
+    pub repaired_at: Timestamp,
+    /// The whole sentence.
+    pub note: String,
+}
+
 /// What the rule found at one instant.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct StaleFindings {
     pub stale: Vec<StalePod>,
+    /// Pods it waited on that their kubelet repaired (within [`crate::core::observed::REPAIRED_KEPT`]).
+    pub repaired: Vec<RepairedStale>,
     /// Evictions, waiting for the guards.
     pub candidates: Vec<Action>,
     /// When a pod becomes stale by time alone (its node Ready for long enough).
@@ -139,7 +155,71 @@ pub fn stale_pods(
             note: format!("{why}; {note}"),
         });
     }
+    found.repaired = observed
+        .repaired
+        .iter()
+        .filter_map(|r| repaired_while_waiting(r, observed, nodes, &views, policy, synced_at))
+        .collect();
     found
+}
+
+/// `repaired`, when it is a pod this rule was waiting on (in scope, turned not Ready during an
+/// outage of its node we watched) that turned Ready again before the rule's `nodeReadyFor`
+/// had passed: the kubelet repaired it, and the rule says how long it waited and why.
+fn repaired_while_waiting(
+    repaired: &RepairedPod,
+    observed: &Observed,
+    nodes: &BTreeMap<&str, NodeSummary>,
+    views: &BTreeMap<&str, &NodeView>,
+    policy: &ValidatedPolicy,
+    synced_at: Timestamp,
+) -> Option<RepairedStale> {
+    let rule = policy.stale_readiness?;
+    let pod = &repaired.view;
+    let node_name = pod.node_name.as_deref()?;
+    let (node, view) = (nodes.get(node_name)?, views.get(node_name)?);
+    selected_kind(pod, node, observed, policy).ok()?;
+    let outage = view.control.last_outage?;
+    let seen = pod.stale_seen?;
+    let at = repaired.repaired_at;
+    if seen < outage.from || seen > add(outage.to, EVENT_SLACK) || at < outage.from {
+        return None;
+    }
+    let waiting_from = outage.to.max(synced_at);
+    let due = add(waiting_from, rule.node_ready_for);
+    if at >= due {
+        return None;
+    }
+    let node_back = if at > waiting_from {
+        format!(
+            "{} after its node came back, {} before the rule was due",
+            format_duration(at.duration_since(waiting_from)),
+            format_duration(due.duration_since(at))
+        )
+    } else {
+        "before its node was seen Ready again".to_string()
+    };
+    let note = format!(
+        "pod {}/{} turned not Ready during the outage of node {node_name} we watched ({} to {}); \
+         its kubelet made it Ready again at {at}: {} after we saw it not Ready, {node_back}. \
+         Left alone all along: staleReadiness acts only once the node has been Ready for \
+         nodeReadyFor ({}) by our clock, so that a kubelet that repairs its own pods after a \
+         blip is never raced",
+        pod.namespace,
+        pod.name,
+        outage.from,
+        outage.to,
+        format_duration(at.duration_since(seen).max(jiff::SignedDuration::ZERO)),
+        format_duration(rule.node_ready_for)
+    );
+    Some(RepairedStale {
+        namespace: pod.namespace.clone(),
+        name: pod.name.clone(),
+        uid: pod.uid.clone(),
+        node: node_name.to_string(),
+        repaired_at: at,
+        note,
+    })
 }
 
 #[cfg(test)]
@@ -259,6 +339,39 @@ mod tests {
             let found = judge(&policy, node, pod, NodeState::Healthy, t(60));
             assert_eq!(!found.candidates.is_empty(), want, "{case}");
             assert_eq!(!found.stale.is_empty(), want, "{case}");
+        }
+    }
+
+    #[test]
+    fn a_pod_its_kubelet_repaired_while_the_rule_waited_is_said_so() {
+        let policy = policy(true);
+        // The outage we watched: from -30 to 0; the rule waits until 60.
+        // (case, first seen stale, repaired at, want said, words the note has)
+        #[rustfmt::skip]
+        let rows: [(&str, i64, i64, bool, &str); 5] = [
+            ("repaired 10 s after the node came back", -20, 10, true, "30s after we saw it not Ready, 10s after its node came back, 50s before the rule was due"),
+            ("repaired before the node was seen back", -20, -5, true, "before its node was seen Ready again"),
+            ("repaired after the rule was due: not waiting any more", -20, 60, false, ""),
+            ("not Ready before the outage: never waited on", -40, 10, false, ""),
+            ("repaired before the outage began", -20, -31, false, ""),
+        ];
+        for (case, seen, at, want, words) in rows {
+            let repaired =
+                crate::core::observed::RepairedPod { view: stale_pod(t(seen)), repaired_at: t(at) };
+            let observed = Observed {
+                nodes: vec![outage_node(t(-30), t(0)).into()],
+                repaired: vec![repaired],
+                watch_synced_at: Some(t(-100)),
+                ..Default::default()
+            };
+            let nodes = BTreeMap::from([("n1", summary(NodeState::Healthy))]);
+            let found = stale_pods(&observed, &nodes, &policy, t(at.max(0) + 1));
+            assert_eq!(found.repaired.len(), usize::from(want), "{case}");
+            assert!(found.candidates.is_empty() && found.stale.is_empty(), "{case}");
+            if let Some(r) = found.repaired.first() {
+                assert!(r.note.contains(words), "{case}: {}", r.note);
+                assert!(r.note.contains("nodeReadyFor (1m)"), "{case}: {}", r.note);
+            }
         }
     }
 }
