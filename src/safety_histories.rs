@@ -1043,7 +1043,7 @@ impl Run {
     fn deliver_pod(&mut self, p: usize) {
         match self.world.pod_object(p) {
             Some(pod) => self.state.apply_pod(&WatchedPod::from(&pod), ts(self.now)),
-            None => self.state.delete_pod(&self.world.pods[p].uid),
+            None => self.state.delete_pod(&self.world.pods[p].uid, ts(self.now)),
         };
     }
 

@@ -427,9 +427,17 @@ fn log_news(policy: &str, decision: &Decision) {
     }
 }
 
+/// The longest a policy goes without deciding. Every reconcile decides over everything the
+/// state holds; watch events ask for one only when they can change a decision, and a pod
+/// within its grace period on a Ready node asks for one only when its grace ends (the index
+/// defers it, [`crate::index::state::Change::At`]). This pass is the safety net under that
+/// bookkeeping: whatever a lost timer or a mistaken deferral would leave unplanned is planned
+/// within a minute, and the gauges are never older.
+pub const FULL_PASS_EVERY: Duration = Duration::from_secs(60);
+
 /// Requeue exactly at the decision's wake-up time (or at `retry_at`, if sooner) plus a few
-/// milliseconds, or wait for a change. `now` is the reconcile's instant, `at` the same instant
-/// on the monotonic clock: the time the reconcile took is subtracted.
+/// milliseconds, and no later than [`FULL_PASS_EVERY`]. `now` is the reconcile's instant, `at`
+/// the same instant on the monotonic clock: the time the reconcile took is subtracted.
 fn next_action(
     plan: &Plan,
     wake_at: Option<Timestamp>,
@@ -446,9 +454,9 @@ fn next_action(
             let wait = Duration::try_from(wait).unwrap_or_default().saturating_sub(at.elapsed())
                 + DEADLINE_MARGIN;
             debug!(?wait, %deadline, "requeue at the next deadline");
-            Action::requeue(wait)
+            Action::requeue(wait.min(FULL_PASS_EVERY))
         }
-        None => Action::await_change(),
+        None => Action::requeue(FULL_PASS_EVERY),
     }
 }
 

@@ -324,6 +324,88 @@ mod tests {
         decision
     }
 
+    /// What the watch index defers ([`crate::index::state::Change::At`]): a pod within its
+    /// grace period (by deletionTimestamp and by our sighting) on a Ready node changes nothing
+    /// a decision does or says before its grace ends, under any policy: not its actions, its
+    /// status, its notices or its gauges. Only the wake-up may come sooner.
+    #[test]
+    fn a_pod_within_its_grace_on_a_ready_node_changes_nothing_but_the_wake_up() {
+        let eager = |spec: &mut RemediationPolicySpec| {
+            spec.live_node_stuck.delay_after_grace = "0s".into();
+            spec.live_node_stuck.force_delete_after = Some("5s".into());
+            spec.live_node_stuck.force_delete_unfenced = true;
+            spec.finalizers.removable = vec!["example.com/hold".into()];
+            spec.finalizers.remove_after = "0s".into();
+            spec.stuck_terminating.delay_after_grace = "0s".into();
+        };
+        let policies = [
+            ("default, Enforce", policy(Mode::Enforce, |_| {})),
+            ("eager on live nodes, Enforce", policy(Mode::Enforce, eager)),
+            ("eager on live nodes, DryRun", policy(Mode::DryRun, eager)),
+        ];
+        // Deleted at 00:07:30 with 30 s of grace (deletionTimestamp 00:08:00), on a Ready node,
+        // a finalizer and a running container: once its grace ends, every rule has something
+        // to say about it. A second ReplicaSet's pod is stuck on a dead node meanwhile.
+        let within = |name: &str, owner: &str| {
+            let mut p = pod(name, "live");
+            p.finalizers = vec!["example.com/hold".into()];
+            p.running_containers = vec!["app".into()];
+            p.owner =
+                Some(OwnerRef { kind: "ReplicaSet".into(), name: owner.into(), uid: owner.into() });
+            p
+        };
+        let stuck = PodView {
+            owner: Some(OwnerRef {
+                kind: "ReplicaSet".into(),
+                name: "other".into(),
+                uid: "other".into(),
+            }),
+            ..pod("stuck", "dead")
+        };
+        let nodes = || vec![node("live", true), node("dead", false)];
+        let without = world(nodes(), vec![stuck.clone()]);
+        let with = world(nodes(), vec![stuck.clone(), within("within", "rs-a")]);
+        let grace_ends = at(-120);
+        for (case, policy) in &policies {
+            for now in [at(-150), at(-121)] {
+                let (_, alone) = decide_at(
+                    &mut PolicyHistory::default(),
+                    &without,
+                    policy,
+                    &Reads::default(),
+                    now,
+                );
+                let (_, both) =
+                    decide_at(&mut PolicyHistory::default(), &with, policy, &Reads::default(), now);
+                assert_eq!(both.plan.actions, alone.plan.actions, "{case} at {now}: actions");
+                assert_eq!(both.status, alone.status, "{case} at {now}: status");
+                assert_eq!(both.fencing_notices, alone.fencing_notices, "{case} at {now}");
+                assert_eq!(both.pod_notices, alone.pod_notices, "{case} at {now}");
+                assert_eq!(both.node_notices, alone.node_notices, "{case} at {now}");
+                assert_eq!(both.gauges, alone.gauges, "{case} at {now}: gauges");
+                assert_eq!(both.plan.stuck, alone.plan.stuck, "{case} at {now}");
+                assert!(both.wake_at <= alone.wake_at.or(Some(grace_ends)), "{case} at {now}");
+            }
+            // Control: once its grace and the delays have passed, every policy says something.
+            let later = at(10);
+            let (_, alone) = decide_at(
+                &mut PolicyHistory::default(),
+                &without,
+                policy,
+                &Reads::default(),
+                later,
+            );
+            let (_, both) =
+                decide_at(&mut PolicyHistory::default(), &with, policy, &Reads::default(), later);
+            let differs =
+                both.plan.actions != alone.plan.actions || both.pod_notices != alone.pod_notices;
+            assert!(
+                differs,
+                "{case}: the pod past its grace changes nothing, so the test shows nothing"
+            );
+        }
+    }
+
     #[test]
     fn a_notice_is_sent_once_while_it_holds_and_again_after_it_cleared() {
         let policy = policy(Mode::DryRun, |_| {});

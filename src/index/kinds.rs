@@ -82,8 +82,8 @@ impl Watched for WatchedPod {
     fn apply(state: &mut ClusterState, obj: &Self, now: Timestamp) -> Change {
         state.apply_pod(obj, now)
     }
-    fn delete(state: &mut ClusterState, obj: &Self, _: Timestamp) -> Change {
-        state.pod_deleted(obj)
+    fn delete(state: &mut ClusterState, obj: &Self, now: Timestamp) -> Change {
+        state.pod_deleted(obj, now)
     }
 }
 
@@ -218,9 +218,11 @@ pub fn spawn_watches(
     lists: InitialLists,
 ) -> Vec<JoinHandle<()>> {
     let node_lists = Arc::new(tokio::sync::Notify::new());
-    let ctx = WatchCtx { state, trigger, metrics, lists, node_lists };
+    let deferred = Arc::new(tokio::sync::Notify::new());
+    let ctx = WatchCtx { state, trigger, metrics, lists, node_lists, deferred };
     let mut tasks: Vec<_> =
         WATCHED.iter().map(|kind| kind.spawn_watch(client.clone(), ctx.clone())).collect();
+    tasks.push(tokio::spawn(super::watches::trigger_deferred(ctx.clone())));
     tasks.push(tokio::spawn(list_pods_of_unready_nodes(client, ctx)));
     tasks
 }

@@ -20,9 +20,11 @@ use super::intern::Interner;
 use crate::adapters::{
     PodRecord, WatchedPod, node_view, pod_is_ready, pod_record, ready_pod_record,
 };
+use crate::core::duration::add;
 use crate::core::observed::{REPAIRED_KEPT, RepairedPod};
 use crate::core::rollouts::{
-    ReplicaSetView, RolloutAnalysis, WorkloadKind, WorkloadRef, WorkloadView, blocked_rollouts,
+    LIVE_FINISH_GRACE, ReplicaSetView, RolloutAnalysis, WorkloadKind, WorkloadRef, WorkloadView,
+    blocked_rollouts,
 };
 use crate::core::{
     EvidenceWindow, NodeObservation, NodeView, OWN_DELETIONS_COUNT_FOR, Observed, Outage,
@@ -101,6 +103,10 @@ pub enum Change {
     None,
     /// Something decisions depend on changed: re-plan.
     Relevant,
+    /// A pod that no decision, report or count can depend on before this instant changed:
+    /// re-plan then ([`ClusterState::next_deferred`]), or with the next relevant change,
+    /// whichever comes first (see [`ClusterState::apply_pod`]).
+    At(Timestamp),
 }
 
 /// One kind's records by key, and the shadow copy a (re)list fills before it replaces them
@@ -197,6 +203,10 @@ pub struct ClusterState {
     /// Pods seen left Ready=False that turned Ready again, by UID, for
     /// [`REPAIRED_KEPT`]: the stale-readiness rule's report of what it waited on.
     repaired: HashMap<String, RepairedPod>,
+    /// Pod changes whose re-plan waits for an instant ([`Change::At`]), by UID, and the same
+    /// by instant.
+    deferred: HashMap<String, Timestamp>,
+    deferred_by_time: BTreeSet<(Timestamp, String)>,
     sync: Sync,
 }
 
@@ -431,8 +441,138 @@ impl ClusterState {
     }
 
     /// A pod was added or changed, seen at `now`: kept only while Terminating, left
-    /// Ready=False with every container ready, or left Failed by a graceful node shutdown. When it was first seen so is ours, and kept.
+    /// Ready=False with every container ready, or left Failed by a graceful node shutdown. When
+    /// it was first seen so is ours, and kept.
+    ///
+    /// Decide only what changed: a pod that starts Terminating on a Ready node, within its
+    /// grace period, is what every rolling update and scale-down makes, and no rule, report or
+    /// count can depend on it before its grace period ends (see [`Self::deferrable_until`]).
+    /// Its changes, and its removal when its kubelet finishes it, re-plan nothing now: the
+    /// re-plan is deferred to that instant ([`Change::At`]), and a pod gone by then asks for
+    /// none.
     pub fn apply_pod(&mut self, pod: &WatchedPod, now: Timestamp) -> Change {
+        let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+        let kept = self.pods.live.contains_key(uid);
+        let change = self.apply_pod_now(pod, now);
+        self.defer(uid, kept, change, now)
+    }
+
+    /// What a change of the pod `uid` (`kept` before it) asks for once deferral is weighed. A
+    /// pod kept and not deferred may be in a plan's reports: its changes re-plan now. A pod new
+    /// to the state, or deferred until after `now`, has been in no report: while it stays
+    /// deferrable its changes re-plan at its instant, and its removal not at all.
+    fn defer(&mut self, uid: &str, kept: bool, change: Change, now: Timestamp) -> Change {
+        if change != Change::Relevant {
+            return change;
+        }
+        let deferred = self.deferred.remove(uid).filter(|at| {
+            self.deferred_by_time.remove(&(*at, uid.to_string()));
+            *at > now
+        });
+        if kept && deferred.is_none() {
+            return change;
+        }
+        let Some(record) = self.pods.live.get(uid) else {
+            return Change::None;
+        };
+        match self.deferrable_until(record, now) {
+            Some(at) => {
+                self.deferred.insert(uid.to_string(), at);
+                self.deferred_by_time.insert((at, uid.to_string()));
+                Change::At(at)
+            }
+            None => change,
+        }
+    }
+
+    /// Until when no decision, report or count can depend on `record`: a pod Terminating,
+    /// within its grace period by the API server's deletionTimestamp and by our own sighting
+    /// (whichever ends first), on a node that is Ready, and of no workload that another of its
+    /// pods blocks now (a blocked rollout's report lists its pods in grace too). Every rule
+    /// acts on a Terminating pod only past its grace period on a live node, or on a node that
+    /// is not Ready; the counts and the reports begin there too.
+    fn deferrable_until(&self, record: &PodRecord, now: Timestamp) -> Option<Timestamp> {
+        let pod = &record.view;
+        let deleted_at = pod.deletion_timestamp?;
+        if pod.stale_ready_since.is_some() || pod.shutdown_reason.is_some() {
+            return None;
+        }
+        let node = pod.node_name.as_deref()?;
+        let ready = |node: &str| {
+            !self.unready_nodes.contains_key(node)
+                && self
+                    .nodes
+                    .live
+                    .get(node)
+                    .is_some_and(|n| !n.deleted && n.observation.readiness == Readiness::Ready)
+        };
+        if !ready(node) {
+            return None;
+        }
+        let grace = jiff::SignedDuration::from_secs(pod.deletion_grace_seconds.unwrap_or(0).max(0));
+        let ours = add(pod.terminating_seen?, grace);
+        let at = deleted_at.min(ours);
+        if at <= now {
+            return None;
+        }
+        if let Some(workload) = self.workload_of(pod) {
+            let blocks_now = |other: &PodView| {
+                let margin = if other.node_name.as_deref().is_some_and(ready) {
+                    LIVE_FINISH_GRACE
+                } else {
+                    jiff::SignedDuration::ZERO
+                };
+                other.deletion_timestamp.is_some_and(|t| add(t, margin) <= now)
+            };
+            let sibling_blocks = self.pods.live.values().any(|r| {
+                r.view.uid != pod.uid
+                    && self.workload_of(&r.view) == Some(workload)
+                    && blocks_now(&r.view)
+            });
+            if sibling_blocks {
+                return None;
+            }
+        }
+        Some(at)
+    }
+
+    /// The UID of the Deployment or StatefulSet `pod` belongs to, as far as the state knows
+    /// (a ReplicaSet's own UID when its Deployment is not known).
+    fn workload_of<'a>(&'a self, pod: &'a PodView) -> Option<&'a str> {
+        let owner = pod.owner.as_ref()?;
+        match owner.kind.as_str() {
+            "StatefulSet" => Some(owner.uid.as_str()),
+            "ReplicaSet" => Some(
+                self.replica_sets
+                    .live
+                    .get(&owner.uid)
+                    .and_then(|rs| rs.deployment_uid.as_deref())
+                    .unwrap_or(owner.uid.as_str()),
+            ),
+            _ => None,
+        }
+    }
+
+    /// The earliest instant a deferred pod change asks for a re-plan.
+    pub fn next_deferred(&self) -> Option<Timestamp> {
+        self.deferred_by_time.first().map(|(at, _)| *at)
+    }
+
+    /// Forgets the deferred changes due by `now`: whether there were any (then re-plan).
+    pub fn take_due_deferred(&mut self, now: Timestamp) -> bool {
+        let mut any = false;
+        while let Some((at, uid)) = self.deferred_by_time.first().cloned() {
+            if at > now {
+                break;
+            }
+            self.deferred_by_time.pop_first();
+            self.deferred.remove(&uid);
+            any = true;
+        }
+        any
+    }
+
+    fn apply_pod_now(&mut self, pod: &WatchedPod, now: Timestamp) -> Change {
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
         let unready_node = node.and_then(|n| self.unready_nodes.get_mut(n));
@@ -483,18 +623,20 @@ impl ClusterState {
         }
     }
 
-    pub fn delete_pod(&mut self, uid: &str) -> Change {
-        self.pods.remove(uid)
+    pub fn delete_pod(&mut self, uid: &str, now: Timestamp) -> Change {
+        let change = self.pods.remove(uid);
+        self.defer(uid, true, change, now)
     }
 
     /// A pod was deleted, as the pod watch delivers it (with its node).
-    pub fn pod_deleted(&mut self, pod: &WatchedPod) -> Change {
+    pub fn pod_deleted(&mut self, pod: &WatchedPod, now: Timestamp) -> Change {
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
         if let Some(delivered) = node.and_then(|n| self.unready_nodes.get_mut(n)) {
             delivered.insert(uid.clone());
         }
-        self.pods.remove(&uid)
+        let change = self.pods.remove(&uid);
+        self.defer(&uid, true, change, now)
     }
 
     pub fn apply_namespace(&mut self, ns: &Namespace) -> Change {
@@ -876,7 +1018,7 @@ mod tests {
         assert_eq!(s.apply_pod(&pod(true), at(1)), Change::Relevant);
         assert_eq!(s.apply_pod(&pod(true), at(1)), Change::None, "unchanged");
         assert_eq!(s.terminating_pod_count(), 1);
-        assert_eq!(s.delete_pod("u1"), Change::Relevant);
+        assert_eq!(s.delete_pod("u1", at(2)), Change::Relevant);
         assert_eq!(s.terminating_pod_count(), 0);
 
         let claim = |mode: &str| -> PersistentVolumeClaim {
@@ -1037,7 +1179,7 @@ mod tests {
         assert_eq!(s.apply_listed_pods("n1", &listed), Change::Relevant);
         assert_eq!(ready_pods(&s), vec!["a", "b"]);
         // a deleted: gone, and a list answering late does not bring it back.
-        s.pod_deleted(&running_pod("a", "n1", "True"));
+        s.pod_deleted(&running_pod("a", "n1", "True"), at(20));
         s.apply_listed_pods("n1", &listed);
         assert_eq!(ready_pods(&s), vec!["b"]);
         // Ready again: forgotten; a list for it now keeps nothing.
@@ -1157,5 +1299,70 @@ mod tests {
             };
             assert_eq!(repaired(&s, now), want, "{case}");
         }
+    }
+
+    #[test]
+    fn a_pod_within_its_grace_on_a_ready_node_re_plans_only_when_its_grace_ends() {
+        // (uid, owner ReplicaSet, node, deletionTimestamp, grace seconds)
+        let pod = |uid: &str, rs: &str, node: &str, deleted: i64, grace: i64| -> WatchedPod {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": uid, "namespace": "ns", "uid": uid,
+                    "deletionTimestamp": at(deleted).to_string(),
+                    "deletionGracePeriodSeconds": grace,
+                    "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                        "name": rs, "uid": rs, "controller": true}]},
+                "spec": {"nodeName": node, "containers": [{"name": "c"}]},
+                "status": {"phase": "Running"}
+            }))
+            .expect("valid pod")
+        };
+        let nodes = [("live", "True"), ("down", "Unknown")];
+        // At 100: deleted with 30 s of grace (deletionTimestamp 130).
+        let mut s = synced(0, &nodes);
+        assert_eq!(s.apply_pod(&pod("a", "rs1", "live", 130, 30), at(100)), Change::At(at(130)));
+        assert_eq!(s.next_deferred(), Some(at(130)));
+        // Its kubelet finishes it: an update, then its removal, ask for nothing now.
+        let finished = pod("a", "rs1", "live", 130, 30);
+        assert_eq!(s.apply_pod(&finished, at(101)), Change::None, "unchanged record");
+        assert_eq!(s.pod_deleted(&finished, at(102)), Change::None);
+        assert_eq!(s.next_deferred(), None, "gone: no re-plan at all");
+
+        // (case, the pod, seen at, want)
+        let rows: [(&str, WatchedPod, i64, Change); 5] = [
+            (
+                "our sighting plus grace ends first",
+                pod("b", "rs2", "live", 200, 10),
+                100,
+                Change::At(at(110)),
+            ),
+            ("on a node not Ready", pod("b", "rs2", "down", 200, 30), 100, Change::Relevant),
+            ("on a node we do not know", pod("b", "rs2", "gone", 200, 30), 100, Change::Relevant),
+            (
+                "past its deletionTimestamp (grace 0)",
+                pod("b", "rs2", "live", 100, 0),
+                100,
+                Change::Relevant,
+            ),
+            (
+                "a sibling blocks its workload now",
+                pod("b", "rs1", "live", 200, 30),
+                100,
+                Change::Relevant,
+            ),
+        ];
+        for (case, p, seen, want) in rows {
+            let mut s = synced(0, &nodes);
+            // A pod of rs1 Terminating on the down node since 50: it blocks rs1 now.
+            s.apply_pod(&pod("old", "rs1", "down", 50, 30), at(60));
+            assert_eq!(s.apply_pod(&p, at(seen)), want, "{case}");
+        }
+
+        // Due: the re-plan is asked for once; after it, the pod's changes re-plan at once.
+        let mut s = synced(0, &nodes);
+        assert_eq!(s.apply_pod(&pod("c", "rs3", "live", 130, 30), at(100)), Change::At(at(130)));
+        assert!(!s.take_due_deferred(at(129)));
+        assert!(s.take_due_deferred(at(130)));
+        assert!(!s.take_due_deferred(at(131)), "once");
+        assert_eq!(s.pod_deleted(&pod("c", "rs3", "live", 130, 30), at(131)), Change::Relevant);
     }
 }

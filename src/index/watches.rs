@@ -31,6 +31,8 @@ pub struct WatchCtx {
     pub lists: InitialLists,
     /// Woken when a node left Ready and its pods are to be listed.
     pub node_lists: Arc<tokio::sync::Notify>,
+    /// Woken when a pod change deferred its re-plan ([`Change::At`]).
+    pub deferred: Arc<tokio::sync::Notify>,
 }
 
 /// How a watch gets the current state before following changes.
@@ -135,8 +137,36 @@ async fn consume<K>(
         ctx.metrics.caches_synced.set(i64::from(synced));
         ctx.metrics.cached_nodes.set(nodes as i64);
         ctx.metrics.cached_terminating_pods.set(pods as i64);
-        if change == Change::Relevant {
-            ctx.trigger.send_modify(|n| *n = n.wrapping_add(1));
+        match change {
+            Change::Relevant => ctx.trigger.send_modify(|n| *n = n.wrapping_add(1)),
+            Change::At(_) => ctx.deferred.notify_one(),
+            Change::None => {}
+        }
+    }
+}
+
+/// Bumps the trigger when the earliest deferred pod change is due ([`Change::At`]): a pod
+/// still within its grace period on a Ready node re-plans nothing until then, and nothing at
+/// all once gone.
+pub async fn trigger_deferred(ctx: WatchCtx) {
+    loop {
+        let next = ctx.state.read().unwrap_or_else(|e| e.into_inner()).next_deferred();
+        let Some(at) = next else {
+            ctx.deferred.notified().await;
+            continue;
+        };
+        let wait = at.duration_since(crate::clock::now()).max(jiff::SignedDuration::ZERO);
+        let wait = std::time::Duration::try_from(wait).unwrap_or_default();
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {
+                let now = crate::clock::now();
+                let due = ctx.state.write().unwrap_or_else(|e| e.into_inner()).take_due_deferred(now);
+                if due {
+                    debug!(%at, "deferred pod changes due: re-plan");
+                    ctx.trigger.send_modify(|n| *n = n.wrapping_add(1));
+                }
+            }
+            () = ctx.deferred.notified() => {}
         }
     }
 }
