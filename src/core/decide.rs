@@ -366,17 +366,16 @@ mod tests {
         let without = world(nodes(), vec![stuck.clone()]);
         let with = world(nodes(), vec![stuck.clone(), within("within", "rs-a")]);
         let grace_ends = at(-120);
+        // The decisions without and with the pod, at `now`.
+        let pair = |policy: &ValidatedPolicy, now: Timestamp| {
+            let mut decide_in = |w: &Observed| {
+                decide_at(&mut PolicyHistory::default(), w, policy, &Reads::default(), now).1
+            };
+            (decide_in(&without), decide_in(&with))
+        };
         for (case, policy) in &policies {
             for now in [at(-150), at(-121)] {
-                let (_, alone) = decide_at(
-                    &mut PolicyHistory::default(),
-                    &without,
-                    policy,
-                    &Reads::default(),
-                    now,
-                );
-                let (_, both) =
-                    decide_at(&mut PolicyHistory::default(), &with, policy, &Reads::default(), now);
+                let (alone, both) = pair(policy, now);
                 assert_eq!(both.plan.actions, alone.plan.actions, "{case} at {now}: actions");
                 assert_eq!(both.status, alone.status, "{case} at {now}: status");
                 assert_eq!(both.fencing_notices, alone.fencing_notices, "{case} at {now}");
@@ -387,16 +386,7 @@ mod tests {
                 assert!(both.wake_at <= alone.wake_at.or(Some(grace_ends)), "{case} at {now}");
             }
             // Control: once its grace and the delays have passed, every policy says something.
-            let later = at(10);
-            let (_, alone) = decide_at(
-                &mut PolicyHistory::default(),
-                &without,
-                policy,
-                &Reads::default(),
-                later,
-            );
-            let (_, both) =
-                decide_at(&mut PolicyHistory::default(), &with, policy, &Reads::default(), later);
+            let (alone, both) = pair(policy, at(10));
             let differs =
                 both.plan.actions != alone.plan.actions || both.pod_notices != alone.pod_notices;
             assert!(
