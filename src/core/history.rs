@@ -249,7 +249,12 @@ impl PolicyHistory {
     /// Records what the writer did. What is no longer present (`live`: pods, and the nodes of
     /// node actions, by UID) is forgotten.
     fn record<'a>(&mut self, outcomes: &[ActionOutcome<'_>], live: impl Iterator<Item = &'a str>) {
-        let live: BTreeSet<&str> = live.collect();
+        // What is live matters only to what is remembered of earlier actions.
+        let live: BTreeSet<&str> = if self.acted.is_empty() && self.failures.is_empty() {
+            BTreeSet::new()
+        } else {
+            live.collect()
+        };
         self.acted.retain(|key| live.contains(key.split('/').next().unwrap_or_default()));
         for outcome in outcomes.iter().filter(|o| o.record.result.spends_budget()) {
             self.recent

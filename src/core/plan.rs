@@ -9,7 +9,7 @@
 //! The plan is identical in DryRun and Enforce: the writer decides whether an action becomes a
 //! request or a record.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::{SignedDuration, Timestamp};
 
@@ -259,6 +259,9 @@ fn spend_guards(
     held: Option<NotEligible>,
     now: Timestamp,
 ) -> (Vec<Action>, Vec<Timestamp>) {
+    if candidates.is_empty() {
+        return (Vec::new(), Vec::new());
+    }
     candidates.sort_by(|a, b| {
         (a.action.threshold(), a.action.target()).cmp(&(b.action.threshold(), b.action.target()))
     });
@@ -335,25 +338,34 @@ fn in_scope_nodes<'a>(
     now: Timestamp,
 ) -> BTreeMap<&'a str, NodeSummary> {
     let synced_at = observed.watch_synced_at;
-    let mut nodes: BTreeMap<&str, (NodeSummary, bool)> = BTreeMap::new();
+    // The nodes Terminating pods are on: one of them not observed is unknown, not dead.
+    let wanted: BTreeSet<&str> = observed
+        .pods
+        .iter()
+        .filter(|p| p.deletion_timestamp.is_some())
+        .filter_map(|p| p.node_name.as_deref())
+        .collect();
+    let mut nodes: BTreeMap<&str, NodeSummary> = BTreeMap::new();
+    let mut observed_out_of_scope: BTreeSet<&str> = BTreeSet::new();
     for view in &observed.nodes {
-        let in_scope = policy.node_selector.matches(&view.labels);
-        nodes.insert(
-            &view.observation.name,
-            (summarize_node(view, policy, synced_at, now), in_scope),
-        );
-    }
-    for pod in observed.pods.iter().filter(|p| p.deletion_timestamp.is_some()) {
-        if let Some(node) = pod.node_name.as_deref()
-            && !nodes.contains_key(node)
-        {
-            // Never seen, or gone without our seeing it deleted: unknown, not dead.
-            let view = NodeView::unknown(node);
-            let in_scope = policy.node_selector.matches(&view.labels);
-            nodes.insert(node, (summarize_node(&view, policy, synced_at, now), in_scope));
+        let name = view.observation.name.as_str();
+        if policy.node_selector.matches(&view.labels) {
+            nodes.insert(name, summarize_node(view, policy, synced_at, now));
+        } else if wanted.contains(name) {
+            observed_out_of_scope.insert(name);
         }
     }
-    nodes.into_iter().filter(|(_, (_, in_scope))| *in_scope).map(|(n, (s, _))| (n, s)).collect()
+    for node in wanted {
+        if nodes.contains_key(node) || observed_out_of_scope.contains(node) {
+            continue;
+        }
+        // Never seen, or gone without our seeing it deleted: unknown, not dead.
+        let view = NodeView::unknown(node);
+        if policy.node_selector.matches(&view.labels) {
+            nodes.insert(node, summarize_node(&view, policy, synced_at, now));
+        }
+    }
+    nodes
 }
 
 /// Counts the selected Terminating pods on in-scope nodes whose deletionTimestamp has passed;
