@@ -368,7 +368,7 @@ mod tests {
         let grace_ends = at(-120);
         // The decisions without and with the pod, at `now`.
         let pair = |policy: &ValidatedPolicy, now: Timestamp| {
-            let mut decide_in = |w: &Observed| {
+            let decide_in = |w: &Observed| {
                 decide_at(&mut PolicyHistory::default(), w, policy, &Reads::default(), now).1
             };
             (decide_in(&without), decide_in(&with))
