@@ -18,8 +18,10 @@ use crate::crd::{
     REARM_ANNOTATION, RemediationPolicy,
 };
 
+mod watched_node;
 mod watched_pod;
 
+pub use watched_node::{WatchedLease, WatchedNode};
 use watched_pod::WatchedVolume;
 pub use watched_pod::{MIRROR_ANNOTATION, WatchedPod};
 

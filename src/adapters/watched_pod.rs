@@ -171,39 +171,59 @@ impl From<&Pod> for WatchedPod {
     }
 }
 
-/// The metadata fields the records and the watch read; managedFields, most annotations and the
-/// rest are skipped.
+/// The metadata fields the records and the watches read; managedFields and the rest are
+/// skipped. `A` decodes the annotations: [`KeptAnnotations`] for a pod, every one for a node.
 #[derive(Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
-struct SlimMetadata {
+pub(super) struct SlimMetadata<A> {
     name: Option<String>,
     namespace: Option<String>,
     uid: Option<String>,
     resource_version: Option<String>,
     labels: Option<BTreeMap<String, String>>,
-    #[serde(deserialize_with = "kept_annotations")]
-    annotations: Option<BTreeMap<String, String>>,
+    annotations: A,
     owner_references: Option<Vec<OwnerReference>>,
     deletion_timestamp: Option<Time>,
     deletion_grace_period_seconds: Option<i64>,
     finalizers: Option<Vec<String>>,
 }
 
+impl<A: Into<Option<BTreeMap<String, String>>>> From<SlimMetadata<A>> for ObjectMeta {
+    fn from(m: SlimMetadata<A>) -> Self {
+        ObjectMeta {
+            name: m.name,
+            namespace: m.namespace,
+            uid: m.uid,
+            resource_version: m.resource_version,
+            labels: m.labels,
+            annotations: m.annotations.into(),
+            owner_references: m.owner_references,
+            deletion_timestamp: m.deletion_timestamp,
+            deletion_grace_period_seconds: m.deletion_grace_period_seconds,
+            finalizers: m.finalizers,
+            ..ObjectMeta::default()
+        }
+    }
+}
+
+/// A pod's annotations as its records read them: [`KEPT_ANNOTATIONS`] only.
+#[derive(Default)]
+pub(super) struct KeptAnnotations(Option<BTreeMap<String, String>>);
+
+impl<'de> Deserialize<'de> for KeptAnnotations {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        kept_annotations(d).map(KeptAnnotations)
+    }
+}
+
+impl From<KeptAnnotations> for Option<BTreeMap<String, String>> {
+    fn from(kept: KeptAnnotations) -> Self {
+        kept.0
+    }
+}
+
 fn slim_metadata<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
-    let m = SlimMetadata::deserialize(d)?;
-    Ok(ObjectMeta {
-        name: m.name,
-        namespace: m.namespace,
-        uid: m.uid,
-        resource_version: m.resource_version,
-        labels: m.labels,
-        annotations: m.annotations,
-        owner_references: m.owner_references,
-        deletion_timestamp: m.deletion_timestamp,
-        deletion_grace_period_seconds: m.deletion_grace_period_seconds,
-        finalizers: m.finalizers,
-        ..ObjectMeta::default()
-    })
+    Ok(SlimMetadata::<KeptAnnotations>::deserialize(d)?.into())
 }
 
 /// Only [`KEPT_ANNOTATIONS`]; the values of the others (a kubectl last-applied-configuration

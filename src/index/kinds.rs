@@ -12,8 +12,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
-use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolumeClaim};
+use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim};
 use kube::api::{Api, ListParams};
 use kube::{Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
@@ -23,7 +22,8 @@ use tokio::task::JoinHandle;
 use super::state::{Change, ClusterState, WatchedKind};
 use super::watches::{InitialLists, SharedState, WatchCtx, spawn};
 use crate::adapters::{
-    NODE_LEASE_NAMESPACE, WatchedPod, deployment_view, replica_set_view, stateful_set_view,
+    NODE_LEASE_NAMESPACE, WatchedLease, WatchedNode, WatchedPod, deployment_view, replica_set_view,
+    stateful_set_view,
 };
 use crate::metrics::Metrics;
 
@@ -52,24 +52,24 @@ fn uid<K: Resource>(obj: &K) -> &str {
     obj.meta().uid.as_deref().unwrap_or_default()
 }
 
-impl Watched for Node {
+impl Watched for WatchedNode {
     const KIND: WatchedKind = WatchedKind::Node;
     fn apply(state: &mut ClusterState, obj: &Self, now: Timestamp) -> Change {
-        state.apply_node(obj, now)
+        state.apply_node(&obj.0, now)
     }
     fn delete(state: &mut ClusterState, obj: &Self, now: Timestamp) -> Change {
         state.delete_node(&obj.name_any(), now)
     }
 }
 
-impl Watched for Lease {
+impl Watched for WatchedLease {
     const KIND: WatchedKind = WatchedKind::Lease;
     const NAMESPACE: Option<&'static str> = Some(NODE_LEASE_NAMESPACE);
     fn api(client: Client) -> Api<Self> {
         Api::namespaced(client, NODE_LEASE_NAMESPACE)
     }
     fn apply(state: &mut ClusterState, obj: &Self, now: Timestamp) -> Change {
-        let renewed = obj.spec.as_ref().and_then(|s| s.renew_time.as_ref()).map(|t| t.0);
+        let renewed = obj.0.spec.as_ref().and_then(|s| s.renew_time.as_ref()).map(|t| t.0);
         state.apply_lease(&obj.name_any(), renewed, now)
     }
     fn delete(state: &mut ClusterState, obj: &Self, _: Timestamp) -> Change {
@@ -265,8 +265,8 @@ async fn list_pods_of_unready_nodes(client: Client, ctx: WatchCtx) {
 
 /// Every kind the operator watches, in the order the watches start.
 pub static WATCHED: [&dyn KindOps; 8] = [
-    &Ops::<Node>(PhantomData),
-    &Ops::<Lease>(PhantomData),
+    &Ops::<WatchedNode>(PhantomData),
+    &Ops::<WatchedLease>(PhantomData),
     &Ops::<WatchedPod>(PhantomData),
     &Ops::<Namespace>(PhantomData),
     &Ops::<PersistentVolumeClaim>(PhantomData),
