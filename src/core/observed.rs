@@ -91,7 +91,22 @@ pub struct NodeObservation {
     pub volumes_in_use: Vec<String>,
 }
 
+/// The only taint keys a decision reads: fencing evidence (and our own fencing taint). Taints of
+/// other tools are read as the node's manager ([`NodeControl::managed_by`]); the rest (the node
+/// lifecycle controller's `not-ready` and `unreachable`, which follow the Ready condition, a
+/// scheduler's own) are shown, never judged.
+pub const DECISION_TAINTS: [&str; 2] =
+    [crate::crd::OUT_OF_SERVICE_TAINT, crate::crd::SHUTDOWN_TAINT];
+
 impl NodeObservation {
+    /// The node's taints a decision reads ([`DECISION_TAINTS`]), as `key:effect`.
+    pub fn decision_taints(&self) -> impl Iterator<Item = &str> {
+        self.taints.iter().map(String::as_str).filter(|t| {
+            let key = t.split_once(':').map_or(*t, |(k, _)| k);
+            DECISION_TAINTS.contains(&key)
+        })
+    }
+
     /// Whether the node carries a taint with this key (any effect).
     pub fn has_taint_key(&self, key: &str) -> bool {
         self.taints.iter().any(|t| t.split_once(':').map_or(t.as_str(), |(k, _)| k) == key)

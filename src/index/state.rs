@@ -866,7 +866,9 @@ fn same_node_evidence(a: &NodeView, b: &NodeView) -> bool {
         && (x.readiness == Readiness::Ready || x.heartbeat_seen == y.heartbeat_seen)
         && x.ready_transition == y.ready_transition
         && x.unschedulable == y.unschedulable
-        && x.taints == y.taints
+        // The lifecycle controller's taints follow the Ready condition (and a new node's come
+        // and go while it starts): only those a decision reads are compared.
+        && x.decision_taints().eq(y.decision_taints())
         && a.labels == b.labels
         && a.excluded == b.excluded
         && a.deleted == b.deleted
@@ -1229,6 +1231,58 @@ mod tests {
         assert_eq!(s.apply_node(&beat("2020-01-01T00:00:00Z"), at(5)), Change::None);
         assert_eq!(s.apply_node(&beat("2020-01-01T00:00:10Z"), at(9)), Change::Relevant);
         assert_eq!(heartbeat(&s), Some(at(9)));
+    }
+
+    #[test]
+    fn only_the_taints_a_decision_reads_re_plan() {
+        let tainted = |taints: &[(&str, &str)]| {
+            let mut n = node("n1", "True");
+            let taints = taints.iter().map(|(key, effect)| k8s_openapi::api::core::v1::Taint {
+                key: (*key).into(),
+                effect: (*effect).into(),
+                ..Default::default()
+            });
+            n.spec = Some(k8s_openapi::api::core::v1::NodeSpec {
+                taints: Some(taints.collect()),
+                ..Default::default()
+            });
+            n
+        };
+        let mut s = synced(0, &[("n1", "True")]);
+        // (case, the node's taints now, want)
+        type Row<'a> = (&'a str, &'a [(&'a str, &'a str)], Change);
+        let rows: [Row; 5] = [
+            (
+                "the lifecycle controller's not-ready taint",
+                &[("node.kubernetes.io/not-ready", "NoSchedule")],
+                Change::None,
+            ),
+            ("and its removal", &[], Change::None),
+            (
+                "an out-of-service taint: fencing evidence",
+                &[("node.kubernetes.io/out-of-service", "NoExecute")],
+                Change::Relevant,
+            ),
+            (
+                "another taint beside it",
+                &[
+                    ("node.kubernetes.io/out-of-service", "NoExecute"),
+                    ("example.com/x", "NoSchedule"),
+                ],
+                Change::None,
+            ),
+            (
+                "the shutdown taint",
+                &[("node.cloudprovider.kubernetes.io/shutdown", "NoSchedule")],
+                Change::Relevant,
+            ),
+        ];
+        for (i, (case, taints, want)) in rows.into_iter().enumerate() {
+            assert_eq!(s.apply_node(&tainted(taints), at(10 + i as i64)), want, "{case}");
+            let observed = s.observe(at(20), Vec::new(), BTreeSet::new());
+            let shown = view(&observed, "n1").map(|n| n.observation.taints.len());
+            assert_eq!(shown, Some(taints.len()), "{case}: every taint is still shown");
+        }
     }
 
     #[test]
