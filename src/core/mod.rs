@@ -43,6 +43,7 @@ pub mod pending_resolution;
 pub mod plan;
 pub mod pod_notices;
 pub mod policy;
+pub mod quiet;
 pub mod rollouts;
 pub mod rules;
 pub mod selector;

@@ -339,26 +339,21 @@ fn in_scope_nodes<'a>(
 ) -> BTreeMap<&'a str, NodeSummary> {
     let synced_at = observed.watch_synced_at;
     // The nodes Terminating pods are on: one of them not observed is unknown, not dead.
-    let wanted: BTreeSet<&str> = observed
+    let mut unobserved: BTreeSet<&str> = observed
         .pods
         .iter()
         .filter(|p| p.deletion_timestamp.is_some())
         .filter_map(|p| p.node_name.as_deref())
         .collect();
     let mut nodes: BTreeMap<&str, NodeSummary> = BTreeMap::new();
-    let mut observed_out_of_scope: BTreeSet<&str> = BTreeSet::new();
     for view in &observed.nodes {
         let name = view.observation.name.as_str();
+        unobserved.remove(name);
         if policy.node_selector.matches(&view.labels) {
             nodes.insert(name, summarize_node(view, policy, synced_at, now));
-        } else if wanted.contains(name) {
-            observed_out_of_scope.insert(name);
         }
     }
-    for node in wanted {
-        if nodes.contains_key(node) || observed_out_of_scope.contains(node) {
-            continue;
-        }
+    for node in unobserved {
         // Never seen, or gone without our seeing it deleted: unknown, not dead.
         let view = NodeView::unknown(node);
         if policy.node_selector.matches(&view.labels) {

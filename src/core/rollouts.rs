@@ -113,11 +113,8 @@ pub fn blocked_rollouts(
         if !applies {
             continue;
         }
-        // On a Ready node the kubelet gets LIVE_FINISH_GRACE past the grace period to finish.
         let blocking_from = |p: &PodView| {
-            let ready = node_ready(p.node_name.as_deref().unwrap_or_default()) == Some(true);
-            let margin = if ready { LIVE_FINISH_GRACE } else { SignedDuration::ZERO };
-            p.deletion_timestamp.map(|t| add(t, margin))
+            blocking_from(p, node_ready(p.node_name.as_deref().unwrap_or_default()) == Some(true))
         };
         let past_grace = |p: &PodView| blocking_from(p).is_some_and(|t| t <= now);
         for p in old_pods.iter() {
@@ -191,6 +188,13 @@ fn old_pods_by_workload<'a>(
         }
     }
     by_workload
+}
+
+/// From when `pod`, Terminating, holds a rollout: its deletionTimestamp, and on a Ready node
+/// [`LIVE_FINISH_GRACE`] later (the kubelet gets that long past the grace period to finish).
+pub fn blocking_from(pod: &PodView, node_ready: bool) -> Option<Timestamp> {
+    let margin = if node_ready { LIVE_FINISH_GRACE } else { SignedDuration::ZERO };
+    pod.deletion_timestamp.map(|t| add(t, margin))
 }
 
 #[cfg(test)]

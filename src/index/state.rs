@@ -20,11 +20,10 @@ use super::intern::Interner;
 use crate::adapters::{
     PodRecord, WatchedPod, node_view, pod_is_ready, pod_record, ready_pod_record,
 };
-use crate::core::duration::add;
 use crate::core::observed::{REPAIRED_KEPT, RepairedPod};
+use crate::core::quiet::quiet_until;
 use crate::core::rollouts::{
-    LIVE_FINISH_GRACE, ReplicaSetView, RolloutAnalysis, WorkloadKind, WorkloadRef, WorkloadView,
-    blocked_rollouts,
+    ReplicaSetView, RolloutAnalysis, WorkloadKind, WorkloadRef, WorkloadView, blocked_rollouts,
 };
 use crate::core::{
     EvidenceWindow, NodeObservation, NodeView, OWN_DELETIONS_COUNT_FOR, Observed, Outage,
@@ -446,7 +445,7 @@ impl ClusterState {
     ///
     /// Decide only what changed: a pod that starts Terminating on a Ready node, within its
     /// grace period, is what every rolling update and scale-down makes, and no rule, report or
-    /// count can depend on it before its grace period ends (see [`Self::deferrable_until`]).
+    /// count can depend on it before its grace period ends ([`crate::core::quiet`]).
     /// Its changes, and its removal when its kubelet finishes it, re-plan nothing now: the
     /// re-plan is deferred to that instant ([`Change::At`]), and a pod gone by then asks for
     /// none.
@@ -485,19 +484,9 @@ impl ClusterState {
         }
     }
 
-    /// Until when no decision, report or count can depend on `record`: a pod Terminating,
-    /// within its grace period by the API server's deletionTimestamp and by our own sighting
-    /// (whichever ends first), on a node that is Ready, and of no workload that another of its
-    /// pods blocks now (a blocked rollout's report lists its pods in grace too). Every rule
-    /// acts on a Terminating pod only past its grace period on a live node, or on a node that
-    /// is not Ready; the counts and the reports begin there too.
+    /// Until when no decision, report or count can depend on `record`
+    /// ([`crate::core::quiet::quiet_until`]), with node readiness as this state has it.
     fn deferrable_until(&self, record: &PodRecord, now: Timestamp) -> Option<Timestamp> {
-        let pod = &record.view;
-        let deleted_at = pod.deletion_timestamp?;
-        if pod.stale_ready_since.is_some() || pod.shutdown_reason.is_some() {
-            return None;
-        }
-        let node = pod.node_name.as_deref()?;
         let ready = |node: &str| {
             !self.unready_nodes.contains_key(node)
                 && self
@@ -506,51 +495,8 @@ impl ClusterState {
                     .get(node)
                     .is_some_and(|n| !n.deleted && n.observation.readiness == Readiness::Ready)
         };
-        if !ready(node) {
-            return None;
-        }
-        let grace = jiff::SignedDuration::from_secs(pod.deletion_grace_seconds.unwrap_or(0).max(0));
-        let ours = add(pod.terminating_seen?, grace);
-        let at = deleted_at.min(ours);
-        if at <= now {
-            return None;
-        }
-        if let Some(workload) = self.workload_of(pod) {
-            let blocks_now = |other: &PodView| {
-                let margin = if other.node_name.as_deref().is_some_and(ready) {
-                    LIVE_FINISH_GRACE
-                } else {
-                    jiff::SignedDuration::ZERO
-                };
-                other.deletion_timestamp.is_some_and(|t| add(t, margin) <= now)
-            };
-            let sibling_blocks = self.pods.live.values().any(|r| {
-                r.view.uid != pod.uid
-                    && self.workload_of(&r.view) == Some(workload)
-                    && blocks_now(&r.view)
-            });
-            if sibling_blocks {
-                return None;
-            }
-        }
-        Some(at)
-    }
-
-    /// The UID of the Deployment or StatefulSet `pod` belongs to, as far as the state knows
-    /// (a ReplicaSet's own UID when its Deployment is not known).
-    fn workload_of<'a>(&'a self, pod: &'a PodView) -> Option<&'a str> {
-        let owner = pod.owner.as_ref()?;
-        match owner.kind.as_str() {
-            "StatefulSet" => Some(owner.uid.as_str()),
-            "ReplicaSet" => Some(
-                self.replica_sets
-                    .live
-                    .get(&owner.uid)
-                    .and_then(|rs| rs.deployment_uid.as_deref())
-                    .unwrap_or(owner.uid.as_str()),
-            ),
-            _ => None,
-        }
+        let pods = self.pods.live.values().map(|r| &r.view);
+        quiet_until(&record.view, ready, pods, &self.replica_sets.live, now)
     }
 
     /// The earliest instant a deferred pod change asks for a re-plan.

@@ -60,7 +60,7 @@
 use jiff::Timestamp;
 
 use crate::core::duration::add;
-use crate::core::rules::stale_readiness::EVENT_SLACK;
+use crate::core::rules::stale_readiness::turned_during;
 use crate::core::{
     Action, DeathEvidence, DeleteShutdownPod, Evict, ForceDelete, FreshNode, LastLook,
     MarkNotReady, NodeAction, NodeActionKind, PodTarget, Readiness, RemoveFinalizers,
@@ -315,7 +315,7 @@ fn eviction(write: &Write<'_>, evict: &Evict) -> Result<(), Refusal> {
         return refuse(Invariant::RepairOnlyTheOutage, "the policy does not evict stale pods");
     };
     let outage = evict.outage;
-    if evict.stale_seen < outage.from || evict.stale_seen > add(outage.to, EVENT_SLACK) {
+    if !turned_during(evict.stale_seen, outage) {
         return refuse(
             Invariant::RepairOnlyTheOutage,
             "the pod did not turn not Ready during the outage we watched",

@@ -325,7 +325,8 @@ async fn recreate_and_stateful_set_on_a_killed_hollow_node(
 /// Incident 2's blip with the kubelet's own code: SIGSTOP past the node-monitor grace period,
 /// then SIGCONT. The node lifecycle controller marks the pods not Ready; the 1.37 kubelet
 /// (unlike the 1.15 one of the incident) reports them Ready again by itself. The rule
-/// (Evict, its default nodeReadyFor of 1 m) must leave them alone: no eviction, never listed.
+/// (Evict, its default nodeReadyFor of 1 m) must leave them alone: no eviction, never listed,
+/// and a `RepairedByKubelet` Event on each saying how long it waited and why.
 async fn a_blip_the_kubelet_repairs_itself_is_left_alone(
     cluster: &Cluster,
     env: &TestEnv,

@@ -23,13 +23,19 @@ use super::release_gates::selected_kind;
 use crate::core::action::{Action, Evict, PodTarget};
 use crate::core::duration::{add, format_duration};
 use crate::core::node::{NodeState, NodeSummary};
-use crate::core::observed::{NodeView, Observed, OwnerKey, RepairedPod};
+use crate::core::observed::{NodeView, Observed, Outage, OwnerKey, RepairedPod};
 use crate::core::policy::ValidatedPolicy;
 use crate::crd::OwnerKind;
 
 /// How long after its node came back a pod's change to not Ready may still reach us and count
 /// as the outage's: watch events of two kinds arrive in no fixed order.
 pub const EVENT_SLACK: jiff::SignedDuration = jiff::SignedDuration::from_secs(5);
+
+/// Whether a pod first seen left Ready=False at `seen` turned so during `outage`: no earlier
+/// than the node left Ready, and no later than [`EVENT_SLACK`] after it came back.
+pub fn turned_during(seen: Timestamp, outage: Outage) -> bool {
+    seen >= outage.from && seen <= add(outage.to, EVENT_SLACK)
+}
 
 /// A pod left Ready=False after a node blip, for the reports.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -101,9 +107,7 @@ pub fn stale_pods(
         let Ok(kind) = selected_kind(pod, node, observed, policy) else { continue };
         // It turned not Ready during an outage of its node that we watched.
         let Some(outage) = view.control.last_outage else { continue };
-        let during = pod
-            .stale_seen
-            .is_some_and(|seen| seen >= outage.from && seen <= add(outage.to, EVENT_SLACK));
+        let during = pod.stale_seen.is_some_and(|seen| turned_during(seen, outage));
         if !during {
             continue;
         }
@@ -182,7 +186,7 @@ fn repaired_while_waiting(
     let outage = view.control.last_outage?;
     let seen = pod.stale_seen?;
     let at = repaired.repaired_at;
-    if seen < outage.from || seen > add(outage.to, EVENT_SLACK) || at < outage.from {
+    if !turned_during(seen, outage) || at < outage.from {
         return None;
     }
     let waiting_from = outage.to.max(synced_at);
