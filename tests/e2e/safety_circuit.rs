@@ -184,21 +184,17 @@ async fn set_rearm(env: &TestEnv, value: Option<&str>) -> Result<()> {
 /// The operator's own writes of the policy's status (audit log; not the test's dry-run probes):
 /// when each was received and the API server's answer (HTTP code).
 fn operator_status_writes(cluster: &Cluster, policy: &str) -> Result<Vec<(Timestamp, i64)>> {
-    let text = std::fs::read_to_string(&cluster.audit_log)?;
-    Ok(text
-        .lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .filter(|v| {
-            v["user"]["username"] == OPERATOR_USER
-                && v["objectRef"]["resource"] == "remediationpolicies"
-                && v["objectRef"]["subresource"] == "status"
-                && v["objectRef"]["name"] == policy
-                && !v["requestURI"].as_str().unwrap_or_default().contains("dryRun")
+    Ok(cluster
+        .audit_writes()?
+        .into_iter()
+        .filter(|e| {
+            e.user == OPERATOR_USER
+                && e.resource == "remediationpolicies"
+                && e.subresource.as_deref() == Some("status")
+                && e.name.as_deref() == Some(policy)
+                && !e.dry_run
         })
-        .filter_map(|v| {
-            let received = v["requestReceivedTimestamp"].as_str()?.parse().ok()?;
-            Some((received, v["responseStatus"]["code"].as_i64()?))
-        })
+        .filter_map(|e| Some((e.received?, e.code?)))
         .collect())
 }
 

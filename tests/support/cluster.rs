@@ -4,6 +4,7 @@
 //! directory under `target/e2e/`, and is stopped when the [`Cluster`] is stopped or dropped.
 
 use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
@@ -191,9 +192,37 @@ pub struct AuditEntry {
     pub name: Option<String>,
     /// When the API server received the request (`requestReceivedTimestamp`).
     pub received: Option<jiff::Timestamp>,
+    /// The API server's answer (HTTP code), if it answered.
+    pub code: Option<i64>,
+    /// Whether the request was a dry run (`dryRun` in its URI): nothing was written.
+    pub dry_run: bool,
+}
+
+/// How far [`Cluster::audit_writes`] has read the audit log, and what it found there.
+#[derive(Default)]
+struct AuditTail {
+    /// Bytes parsed: up to the end of the last complete line.
+    read: u64,
+    entries: Vec<AuditEntry>,
 }
 
 impl AuditEntry {
+    /// The fields tests read of one audit event.
+    fn from_json(v: &serde_json::Value) -> AuditEntry {
+        let s = |ptr: &str| v.pointer(ptr).and_then(|x| x.as_str()).map(str::to_string);
+        AuditEntry {
+            user: s("/user/username").unwrap_or_default(),
+            verb: s("/verb").unwrap_or_default(),
+            resource: s("/objectRef/resource").unwrap_or_default(),
+            subresource: s("/objectRef/subresource"),
+            namespace: s("/objectRef/namespace"),
+            name: s("/objectRef/name"),
+            received: s("/requestReceivedTimestamp").and_then(|t| t.parse().ok()),
+            code: v.pointer("/responseStatus/code").and_then(|c| c.as_i64()),
+            dry_run: s("/requestURI").is_some_and(|uri| uri.contains("dryRun")),
+        }
+    }
+
     /// Whether `writes` (the operator's, to one pod) are a release and nothing else: the pod's
     /// status (its `DisruptionTarget` condition), then its DELETE.
     pub fn is_release(writes: &[AuditEntry]) -> bool {
@@ -220,6 +249,8 @@ pub struct Cluster {
     pub bin: TestBin,
     etcd_data: PathBuf,
     procs: Mutex<Vec<Proc>>,
+    /// The audit log read so far, see [`Cluster::audit_writes`].
+    audit: Mutex<AuditTail>,
     /// Processes tests start on this control plane and stop themselves (hollow kubelets), kept
     /// in the `pids` file so that a run killed before its clean-up is cleaned by the next one.
     test_pids: Mutex<Vec<u32>>,
@@ -294,6 +325,7 @@ impl Cluster {
             bin: bin.clone(),
             etcd_data: etcd_data.clone(),
             procs: Mutex::new(Vec::new()),
+            audit: Mutex::new(AuditTail::default()),
             test_pids: Mutex::new(Vec::new()),
         };
 
@@ -449,25 +481,27 @@ impl Cluster {
         Ok(kube::Client::try_from(config)?)
     }
 
-    /// Every write the API server audited (Metadata level), oldest first.
+    /// Every write the API server audited (Metadata level), oldest first. The API server only
+    /// appends to its log (its size limit is far above a run's), so each call parses only the
+    /// lines written since the last: tests call this in loops, on a log that grows to tens of
+    /// megabytes over the suite, and parsing it whole each time kept the tests' two runtime
+    /// threads busy long enough to delay the heartbeats tests play for their nodes.
     pub fn audit_writes(&self) -> Result<Vec<AuditEntry>> {
-        let text = std::fs::read_to_string(&self.audit_log)?;
-        Ok(text
-            .lines()
-            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-            .map(|v| {
-                let s = |ptr: &str| v.pointer(ptr).and_then(|x| x.as_str()).map(str::to_string);
-                AuditEntry {
-                    user: s("/user/username").unwrap_or_default(),
-                    verb: s("/verb").unwrap_or_default(),
-                    resource: s("/objectRef/resource").unwrap_or_default(),
-                    subresource: s("/objectRef/subresource"),
-                    namespace: s("/objectRef/namespace"),
-                    name: s("/objectRef/name"),
-                    received: s("/requestReceivedTimestamp").and_then(|t| t.parse().ok()),
-                }
-            })
-            .collect())
+        let mut tail = self.audit.lock().unwrap_or_else(|e| e.into_inner());
+        let mut file = File::open(&self.audit_log)
+            .with_context(|| format!("opening {}", self.audit_log.display()))?;
+        file.seek(SeekFrom::Start(tail.read))?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)?;
+        // A line still being written waits for the next call.
+        let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        let parsed = bytes[..complete]
+            .split(|&b| b == b'\n')
+            .filter_map(|line| serde_json::from_slice::<serde_json::Value>(line).ok())
+            .map(|v| AuditEntry::from_json(&v));
+        tail.entries.extend(parsed);
+        tail.read += complete as u64;
+        Ok(tail.entries.clone())
     }
 
     /// The DELETEs of the pod `namespace/name` sent by the operator's user

@@ -455,8 +455,9 @@ struct TestKubelet {
 }
 
 /// Heartbeats `node` as `kubelet` says every 2 s until the returned guard is dropped. Errors
-/// are ignored and a request that hangs (a stalled control plane) just delays the next beat, so
-/// the heartbeat outlives a stall like a real kubelet's.
+/// are ignored and a beat that hangs (a stalled control plane) is given up after 4 s, so the
+/// heartbeat outlives a stall like a real kubelet's and a slow answer delays it by one beat at
+/// most.
 fn spawn_heartbeat(
     client: kube::Client,
     node: String,
@@ -464,9 +465,12 @@ fn spawn_heartbeat(
     kubelet: TestKubelet,
 ) -> Heartbeat {
     Heartbeat(tokio::spawn(async move {
+        let mut beats = tokio::time::interval(Duration::from_secs(2));
+        beats.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            let _ = heartbeat(&client, &node, &uid, &kubelet).await;
-            tokio::time::sleep(Duration::from_secs(2)).await;
+            beats.tick().await;
+            let beat = heartbeat(&client, &node, &uid, &kubelet);
+            let _ = tokio::time::timeout(Duration::from_secs(4), beat).await;
         }
     }))
 }
