@@ -37,6 +37,11 @@
 //!    a node dead by evidence we saw (as in 1): pods are Ready unless marked, the node
 //!    lifecycle controller of this world never marks them, and a late status of the kubelet's
 //!    makes a marked pod Ready again;
+//! 9. deciding only when the index asks misses nothing: the operator decides when a watch
+//!    event the index calls relevant arrives, at a plan's deadline, at a deferred pod's instant
+//!    ([`crate::index::state::Change::At`]), after a (re)list or its own writes; a plan made at
+//!    any other check (the histories decide at every step) proposes no action the operator's
+//!    last decision did not, without counting on the periodic full pass;
 //!
 //! plus: a live-node release needs a Ready node; an undo removes only our own cordon and
 //! taint. Two pure pieces get their own properties: the [`EvidenceWindow`] never trusts
@@ -77,15 +82,15 @@ use crate::core::observed::{NodeControl, NodeObservation, NodeView, Outage, Read
 use crate::core::undo_changes;
 use crate::core::zones::{ZONE_LABEL, ZoneHold, held_zones};
 use crate::core::{
-    Acting, Action, CircuitMemory, NodeActionKind, NodeRecord, PastAction, Skip, ValidatedPolicy,
-    plan, validate,
+    Acting, Action, CircuitMemory, NodeActionKind, NodeRecord, PastAction, Plan, Skip,
+    ValidatedPolicy, plan, validate,
 };
 use crate::crd::{
     APPLIED_BY_US, FIELD_MANAGER, FencingRequirement, GRACEFUL_SHUTDOWN_CONDITION, Mode,
     NODE_ACTIONS_ANNOTATION, OUT_OF_SERVICE_APPLIED_BY, OUT_OF_SERVICE_TAINT, OUT_OF_SERVICE_VALUE,
     RemediationPolicy, RemediationPolicySpec, SHUTDOWN_TAINT,
 };
-use crate::index::state::{ClusterState, WatchedKind};
+use crate::index::state::{Change, ClusterState, WatchedKind};
 use crate::safety::{UndoChanges, Write, admit};
 use crate::writer::last_look;
 
@@ -935,6 +940,16 @@ struct Run {
     storm: Option<CircuitMemory>,
     /// The last plan's next deadline (ms): the operator reconciles again then.
     next_deadline: Option<u64>,
+    /// Whether the operator would reconcile at the next check (property 9): a watch event the
+    /// index calls relevant arrived since the last one, a list or a restart, an action sent,
+    /// or the last plan unsynced.
+    asked: bool,
+    /// The actions of the last plan the operator would have made (asked, or at a deadline or
+    /// a deferred pod's instant), described.
+    asked_actions: BTreeSet<String>,
+    /// How the index weighed the changes and the checks (`relevant`, `deferred`; checks
+    /// `asked`, `not asked`), for the coverage report.
+    index: BTreeMap<&'static str, u32>,
     /// Per kind, the actions admitted and sent.
     sent: BTreeMap<&'static str, u32>,
     /// Per invariant, the planned actions the kernel refused (a view behind the world's).
@@ -978,6 +993,9 @@ impl Run {
             acted: BTreeSet::new(),
             storm: None,
             next_deadline: None,
+            asked: true,
+            asked_actions: BTreeSet::new(),
+            index: BTreeMap::new(),
             sent: BTreeMap::new(),
             refused: BTreeMap::new(),
             trace: std::env::var_os("KUBE_REMEDIATOR_PROPTEST_TRACE").is_some(),
@@ -1018,7 +1036,8 @@ impl Run {
         let now = ts(self.now);
         match delivery {
             Delivery::Node { name, object: Some(node) } => {
-                self.state.apply_node(&node, now);
+                let change = self.state.apply_node(&node, now);
+                self.note(change);
                 let ready =
                     node.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|c| {
                         c.iter().any(|c| c.type_ == "Ready" && c.status == "True")
@@ -1027,24 +1046,39 @@ impl Run {
                 self.reference.node(self.now, &name, &uid, ready);
             }
             Delivery::Node { name, object: None } => {
-                self.state.delete_node(&name, now);
+                let change = self.state.delete_node(&name, now);
+                self.note(change);
                 self.reference.node_deleted(&name);
             }
             Delivery::Lease { name, renewed } => {
-                match renewed {
+                let change = match renewed {
                     Some(renewed) => self.state.apply_lease(&name, Some(renewed), now),
                     None => self.state.delete_lease(&name),
                 };
+                self.note(change);
                 self.reference.lease(self.now, &name, renewed);
             }
         }
     }
 
     fn deliver_pod(&mut self, p: usize) {
-        match self.world.pod_object(p) {
+        let change = match self.world.pod_object(p) {
             Some(pod) => self.state.apply_pod(&WatchedPod::from(&pod), ts(self.now)),
             None => self.state.delete_pod(&self.world.pods[p].uid, ts(self.now)),
         };
+        self.note(change);
+    }
+
+    /// What a watch event asks of the operator: a reconcile of every policy when relevant
+    /// (a deferred change asks at its instant, through the state's own bookkeeping).
+    fn note(&mut self, change: Change) {
+        self.asked |= change == Change::Relevant;
+        let counted = match change {
+            Change::Relevant => "relevant changes",
+            Change::At(_) => "deferred changes",
+            Change::None => return,
+        };
+        *self.index.entry(counted).or_default() += 1;
     }
 
     /// The operator's LIST of the pods of each node that left Ready (`spec.nodeName=<node>`),
@@ -1056,7 +1090,8 @@ impl Run {
                 .filter_map(|p| self.world.pod_object(p))
                 .map(|pod| WatchedPod::from(&pod))
                 .collect();
-            self.state.apply_listed_pods(&node, &pods);
+            let change = self.state.apply_listed_pods(&node, &pods);
+            self.note(change);
         }
     }
 
@@ -1069,14 +1104,16 @@ impl Run {
                 self.state.apply_node(&node, now);
             }
         }
-        self.state.list_done(WatchedKind::Node, now);
+        let change = self.state.list_done(WatchedKind::Node, now);
+        self.note(change);
         self.state.list_started(WatchedKind::Lease);
         for n in &self.world.nodes {
             if let Some(renewed) = n.lease {
                 self.state.apply_lease(&n.name, Some(renewed), now);
             }
         }
-        self.state.list_done(WatchedKind::Lease, now);
+        let change = self.state.list_done(WatchedKind::Lease, now);
+        self.note(change);
         self.reference.relisted(self.now, &self.world);
         self.watching = true;
     }
@@ -1084,6 +1121,8 @@ impl Run {
     /// A fresh state lists every kind now (a start or a restart).
     fn list_everything(&mut self) {
         self.state = ClusterState::new();
+        // A (re)started operator decides over everything once synced.
+        self.asked = true;
         self.list_nodes_and_leases();
         let now = ts(self.now);
         for kind in WatchedKind::ALL {
@@ -1300,8 +1339,10 @@ impl Run {
             }
             Event::WatchDown { failed } => {
                 if self.watching && failed {
-                    self.state.watch_failed(WatchedKind::Node);
-                    self.state.watch_failed(WatchedKind::Lease);
+                    let change = self.state.watch_failed(WatchedKind::Node);
+                    self.note(change);
+                    let change = self.state.watch_failed(WatchedKind::Lease);
+                    self.note(change);
                 }
                 self.watching = false;
                 self.queue.clear();
@@ -1507,12 +1548,18 @@ impl Run {
     fn check(&mut self) -> Checked {
         let now = ts(self.now);
         self.list_pods_of_unready_nodes();
+        // Whether the operator, deciding only when the index asks, would decide now: before
+        // the evidence is refreshed, which only a reconcile does.
+        let deferred_due = self.state.take_due_deferred(now);
+        let deadline_due = self.next_deadline.is_some_and(|d| d <= self.now);
+        let asked = std::mem::take(&mut self.asked) || deferred_due || deadline_due;
         self.state.refresh_evidence(now);
         let mut observed = self.state.observe(now, self.recent.clone(), self.acted.clone());
         observed.acting =
             Acting { policy: POLICY.into(), live_policies: Some(BTreeSet::from([POLICY.into()])) };
         observed.storm.previous = self.storm.clone();
         let plan = plan(&observed, &self.policy, now);
+        self.index_property(asked, &plan)?;
         self.storm = Some(plan.storm.memory.clone());
         self.next_deadline = plan.next_deadline.map(|d| {
             let ms = (d.duration_since(ts(0)).as_nanos() + 999_999) / 1_000_000;
@@ -1546,9 +1593,36 @@ impl Run {
             if let (Ok(()), undo) = self.kernel(action) {
                 self.admitted_properties(action, undo)?;
                 self.send(action, undo.unwrap_or_default());
+                // The operator records what it did and hears of its own writes.
+                self.asked = true;
             }
         }
         Ok(())
+    }
+
+    /// Property 9: deciding only when the index asks misses nothing. A plan made where the
+    /// operator would not have decided (no relevant watch event, no deadline, no deferred
+    /// pod's instant since its last decision) proposes no action that decision did not.
+    fn index_property(&mut self, asked: bool, plan: &Plan) -> Checked {
+        let actions: BTreeSet<String> = plan.actions.iter().map(describe).collect();
+        if !plan.synced {
+            self.asked = true;
+        }
+        let counted = if asked { "checks asked" } else { "checks not asked" };
+        *self.index.entry(counted).or_default() += 1;
+        if asked {
+            self.asked_actions = actions;
+            return Ok(());
+        }
+        match actions.difference(&self.asked_actions).next() {
+            Some(new) => Err(format!(
+                "property 9: an action planned where the operator, deciding only when the index \
+                 asks, would not have decided (no relevant event, no deadline, no deferred \
+                 instant since its last decision): {new}\nits last decision planned: {:?}",
+                self.asked_actions
+            )),
+            None => Ok(()),
+        }
     }
 
     /// Property 2, on every planned action: none destructive in a zone all out.
@@ -2193,7 +2267,8 @@ fn coverage() {
     for shape in [Shape::StuckOnly, Shape::NodeActions, Shape::AssumeOff, Shape::FenceAllLive] {
         let mut runner = TestRunner::new(config(200));
         let strategy = scenario(shape);
-        let (mut sent, mut refused) = (BTreeMap::new(), BTreeMap::new());
+        let (mut sent, mut refused, mut index) =
+            (BTreeMap::new(), BTreeMap::new(), BTreeMap::new());
         let (mut cases, mut failed) = (0, 0);
         for _ in 0..runner.config().cases {
             let s = strategy.new_tree(&mut runner).expect("a history").current();
@@ -2206,12 +2281,16 @@ fn coverage() {
                     for (invariant, n) in run.refused {
                         *refused.entry(invariant).or_insert(0) += n;
                     }
+                    for (what, n) in run.index {
+                        *index.entry(what).or_insert(0) += n;
+                    }
                 }
                 Err(_) => failed += 1,
             }
         }
         eprintln!(
-            "{shape:?}: {cases} histories ({failed} failing): sent {sent:?}; refused {refused:?}"
+            "{shape:?}: {cases} histories ({failed} failing): sent {sent:?}; refused {refused:?}; \
+             index {index:?}"
         );
     }
 }
