@@ -1423,6 +1423,15 @@ impl Run {
                 if let Some(p) = self.world.pod_index(node, pod)
                     && self.world.pods[p].exists
                 {
+                    let now = self.now;
+                    let pod = &mut self.world.pods[p];
+                    if pod.deletion_ms.is_some() && pod.finalizers.is_empty() {
+                        // A Terminating pod's final delete (its kubelet's, grace 0): the API
+                        // server writes it once more, then removes it.
+                        pod.deletion_ms = Some(now);
+                        pod.deletion_grace_s = 0;
+                        self.deliver_pod(p);
+                    }
                     self.world.pods[p].exists = false;
                     self.deliver_pod(p);
                 }

@@ -15,9 +15,25 @@ use super::duration::add;
 use super::observed::{PodView, ReplicaSetView};
 use super::rollouts::blocking_from;
 
+/// How long a pod's final delete may take to remove it ([`is_final_delete`]): the API server
+/// removes it in the same request, and its watch event follows within milliseconds.
+pub const FINAL_DELETE_SETTLE: SignedDuration = SignedDuration::from_secs(1);
+
+/// Whether `pod` shows its final delete: its grace period cut to 0 and no finalizer. A kubelet
+/// sends it once the pod's containers have stopped (so does `kubectl delete --force`); the API
+/// server then writes the pod once more, with `deletionGracePeriodSeconds: 0`, and removes it in
+/// the same request, so watchers see that update and, right after, the removal. Read as the
+/// end of its grace period, the update would ask for a decision about a pod about to be gone
+/// (each pod a kubelet finishes would ask for two); it asks for one only if the pod is still
+/// there [`FINAL_DELETE_SETTLE`] later. A finalizer keeps the pod: then it is past its grace
+/// period like any other.
+fn is_final_delete(pod: &PodView) -> bool {
+    pod.deletion_grace_seconds == Some(0) && pod.finalizers.is_empty()
+}
+
 /// Until when no decision, report or count can depend on `pod`, at `now`: the end of its
 /// grace period by the API server's deletionTimestamp or by our own sighting of it Terminating,
-/// whichever comes first. `None` when something may depend on it now: it is not Terminating,
+/// whichever comes first, or [`FINAL_DELETE_SETTLE`] from `now` at its final delete. `None` when something may depend on it now: it is not Terminating,
 /// is also kept for another reason (left Ready=False, failed by a shutdown), its node is not
 /// Ready (`node_ready`), its grace period has ended, or one of `pods` of the same workload holds
 /// a rollout already.
@@ -35,8 +51,12 @@ pub fn quiet_until<'a>(
     if !node_ready(pod.node_name.as_deref()?) {
         return None;
     }
-    let grace = SignedDuration::from_secs(pod.deletion_grace_seconds.unwrap_or(0).max(0));
-    let until = deleted_at.min(add(pod.terminating_seen?, grace));
+    let until = if is_final_delete(pod) {
+        add(now, FINAL_DELETE_SETTLE)
+    } else {
+        let grace = SignedDuration::from_secs(pod.deletion_grace_seconds.unwrap_or(0).max(0));
+        deleted_at.min(add(pod.terminating_seen?, grace))
+    };
     if until <= now {
         return None;
     }

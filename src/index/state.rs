@@ -1327,6 +1327,24 @@ mod tests {
         assert_eq!(s.pod_deleted(&finished, at(102)), Change::None);
         assert_eq!(s.next_deferred(), None, "gone: no re-plan at all");
 
+        // Its kubelet's final delete (grace cut to 0): the API server writes it once more, then
+        // removes it; neither asks for a re-plan now.
+        let mut s = synced(0, &nodes);
+        assert_eq!(s.apply_pod(&pod("f", "rs1", "live", 130, 30), at(100)), Change::At(at(130)));
+        let final_delete = pod("f", "rs1", "live", 105, 0);
+        assert_eq!(s.apply_pod(&final_delete, at(105)), Change::At(at(106)));
+        assert_eq!(s.pod_deleted(&final_delete, at(105)), Change::None);
+        assert_eq!(s.next_deferred(), None);
+        // Still there a second later (the removal lost, or slow): re-planned then.
+        let mut s = synced(0, &nodes);
+        assert_eq!(s.apply_pod(&final_delete, at(105)), Change::At(at(106)), "first seen so");
+        assert!(s.take_due_deferred(at(106)));
+        // Held by a finalizer, it stays: past its grace at once, like any other.
+        let mut held = pod("g", "rs1", "live", 105, 0);
+        held.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+        let mut s = synced(0, &nodes);
+        assert_eq!(s.apply_pod(&held, at(105)), Change::Relevant);
+
         // (case, the pod, seen at, want)
         let rows: [(&str, WatchedPod, i64, Change); 5] = [
             (
@@ -1337,12 +1355,7 @@ mod tests {
             ),
             ("on a node not Ready", pod("b", "rs2", "down", 200, 30), 100, Change::Relevant),
             ("on a node we do not know", pod("b", "rs2", "gone", 200, 30), 100, Change::Relevant),
-            (
-                "past its deletionTimestamp (grace 0)",
-                pod("b", "rs2", "live", 100, 0),
-                100,
-                Change::Relevant,
-            ),
+            ("past its deletionTimestamp", pod("b", "rs2", "live", 100, 5), 100, Change::Relevant),
             (
                 "a sibling blocks its workload now",
                 pod("b", "rs1", "live", 200, 30),

@@ -6,10 +6,10 @@ use std::sync::{Arc, RwLock};
 
 use futures::{Stream, StreamExt};
 use jiff::Timestamp;
-use kube::Resource;
 use kube::api::Api;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
+use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -100,7 +100,7 @@ where
     tokio::spawn(consume(stream, kind, ctx, apply, delete))
 }
 
-async fn consume<K>(
+async fn consume<K: Resource>(
     stream: impl Stream<Item = Result<Event<K>, watcher::Error>>,
     kind: WatchedKind,
     ctx: WatchCtx,
@@ -138,7 +138,12 @@ async fn consume<K>(
         ctx.metrics.cached_nodes.set(nodes as i64);
         ctx.metrics.cached_terminating_pods.set(pods as i64);
         match change {
-            Change::Relevant => ctx.trigger.send_modify(|n| *n = n.wrapping_add(1)),
+            Change::Relevant => {
+                if let Ok(Event::Apply(obj) | Event::Delete(obj)) = &event {
+                    debug!(kind = kind.as_str(), object = %obj.name_any(), "re-plan asked");
+                }
+                ctx.trigger.send_modify(|n| *n = n.wrapping_add(1));
+            }
             Change::At(_) => ctx.deferred.notify_one(),
             Change::None => {}
         }
