@@ -33,10 +33,10 @@ fn is_final_delete(pod: &PodView) -> bool {
 
 /// Until when no decision, report or count can depend on `pod`, at `now`: the end of its
 /// grace period by the API server's deletionTimestamp or by our own sighting of it Terminating,
-/// whichever comes first, or [`FINAL_DELETE_SETTLE`] from `now` at its final delete. `None` when something may depend on it now: it is not Terminating,
-/// is also kept for another reason (left Ready=False, failed by a shutdown), its node is not
-/// Ready (`node_ready`), its grace period has ended, or one of `pods` of the same workload holds
-/// a rollout already.
+/// whichever comes first, or [`FINAL_DELETE_SETTLE`] from `now` at its final delete. `None`
+/// when something may depend on it now: it is not Terminating, is also kept for another reason
+/// (left Ready=False, failed by a shutdown), its node is not Ready (`node_ready`), its grace
+/// period has ended, or one of `pods` of the same workload holds a rollout already.
 pub fn quiet_until<'a>(
     pod: &PodView,
     node_ready: impl Fn(&str) -> bool,
