@@ -14,7 +14,10 @@
 //! the audit log records; see `measure.rs` for what is read and how. Asserts nothing.
 //!
 //! `KUBE_REMEDIATOR_BENCH_PODS` (default 3000) and `KUBE_REMEDIATOR_BENCH_NODES` (default 100)
-//! set the size; `KUBE_REMEDIATOR_BENCHBIN` a directory holding a built `peer`.
+//! set the size, `KUBE_REMEDIATOR_BENCH_POD=small` pods of one container instead of three (tier
+//! L: 150,000 full pods do not fit this machine's API server, etcd and kwok; above 100,000 pods
+//! the control plane is fitted to the machine, see `ClusterOptions::large`);
+//! `KUBE_REMEDIATOR_BENCHBIN` a directory holding a built `peer`.
 //! `KUBE_REMEDIATOR_BENCH_ONLY=remediator` measures kube-remediator alone (its default lists,
 //! on the empty and the populated cluster: the rows a per-node or per-pod slope is read from),
 //! builds no peer and writes no result file (the plot compares all three processes).
@@ -80,11 +83,35 @@ async fn run() -> Result<()> {
     // and tolerations. With the tests' fast settings, 1,000 kwok nodes on two cores miss
     // heartbeats while the pods are created, and the node lifecycle controller evicts pods
     // during the measurements.
-    let options = ClusterOptions::production_like();
+    let mut options = ClusterOptions::production_like();
+    if large() {
+        eprintln!(
+            "[rss] above {LARGE} pods: the control plane fitted to the machine (no kube-scheduler: \
+             every pod is bound at creation; kwok with 32 requests in flight; soft Go heap \
+             limits), and on the populated cluster kube-remediator's default and the two peers \
+             only"
+        );
+        options.large = true;
+    }
     let cluster = Cluster::start_with(&support::new_run_dir("bench"), options).await?;
     let result = scenario(&cluster, &peer, &versions).await;
     cluster.stop();
     result
+}
+
+/// Above this many pods (tier L) the control plane is fitted to the machine
+/// (`ClusterOptions::large`), and only kube-remediator's default and the two peers are measured
+/// on the populated cluster: the machine's memory and the run's time.
+const LARGE: usize = 100_000;
+
+fn large() -> bool {
+    size("KUBE_REMEDIATOR_BENCH_PODS", 3000) > LARGE
+}
+
+/// `KUBE_REMEDIATOR_BENCH_POD=small`: pods of one plain container (about a fifth of the full
+/// pod's JSON), for the tier whose full pods the control plane cannot hold on this machine.
+fn small_pods() -> bool {
+    std::env::var("KUBE_REMEDIATOR_BENCH_POD").is_ok_and(|v| v == "small")
 }
 
 /// `KUBE_REMEDIATOR_BENCH_ONLY=remediator`: kube-remediator alone, with its default lists.
@@ -196,13 +223,51 @@ async fn scenario(cluster: &Cluster, peer: &Path, versions: &str) -> Result<()> 
         "[rss] {created} pods created in {pods_took:.0}s (one weighs {bytes} bytes of JSON with its \
          managedFields)"
     );
-    // kwok reports them Running: their status grows to what a kubelet writes.
-    tokio::time::sleep(Duration::from_secs(20)).await;
+    // kwok reports them Running: their status grows to what a kubelet writes. At tier L kwok
+    // is minutes behind the creations; no process is measured before it is done, as far as a
+    // sample of 150 pods (read one by one: a list of all would load the API server) shows.
+    let started = Instant::now();
+    let step = (pods / 150).max(1);
+    let sample: Vec<String> = (0..pods).step_by(step).map(|i| format!("app-{i:05}")).collect();
+    loop {
+        tokio::time::sleep(Duration::from_secs(20)).await;
+        let left = futures::stream::iter(&sample)
+            .map(|name| {
+                let env = &env;
+                async move {
+                    let pod = env.pods().get_opt(name).await.ok().flatten();
+                    let phase = pod.and_then(|p| p.status).and_then(|s| s.phase);
+                    phase.as_deref() != Some("Running")
+                }
+            })
+            .buffer_unordered(8)
+            .filter(|pending| futures::future::ready(*pending))
+            .count()
+            .await;
+        if left == 0 {
+            break;
+        }
+        if started.elapsed() > Duration::from_secs(1800) {
+            eprintln!("[rss] WARNING: pods still not Running after 30 min; measuring anyway");
+            break;
+        }
+        eprintln!(
+            "[rss] {left} of {} sampled pods not Running yet ({:.0} s)",
+            sample.len(),
+            started.elapsed().as_secs_f64()
+        );
+    }
     let one = env.pods().get(&one.metadata.name.clone().unwrap_or_default()).await?;
     let bytes = serde_json::to_vec(&one)?.len();
     let populated = format!("{created} pods on {nodes} nodes");
     let contenders = if ours_only() {
         vec![Contender::Remediator(Some("streaming"))]
+    } else if large() {
+        vec![
+            Contender::Remediator(Some("streaming")),
+            Contender::Peer("naive"),
+            Contender::Peer("tuned"),
+        ]
     } else {
         vec![
             Contender::Remediator(Some("streaming")),
@@ -502,6 +567,7 @@ async fn create_pod(
     churn: Option<&str>,
 ) -> Result<()> {
     let app = format!("shop-{}", i % 30);
+    let small = small_pods();
     let env_vars: Vec<_> = (0..12)
         .map(|k| json!({ "name": format!("SETTING_{k}"), "value": format!("value-{k}-for-{app}-in-production") }))
         .collect();
@@ -528,6 +594,29 @@ async fn create_pod(
             ],
         })
     };
+    let mut volumes = vec![
+        json!({ "name": "config", "configMap": { "name": format!("{app}-config") } }),
+        json!({ "name": "secrets", "secret": { "secretName": format!("{app}-secrets") } }),
+        json!({ "name": "cache", "emptyDir": { "sizeLimit": "1Gi" } }),
+        json!({ "name": "token", "projected": { "sources": [{ "serviceAccountToken": {
+            "path": "token", "expirationSeconds": 3600, "audience": "vault" } }] } }),
+        json!({ "name": "scratch", "emptyDir": {} }),
+    ];
+    let containers = if small {
+        // One container with its image, port, resources and readiness probe, and no volume:
+        // about a fifth of the full pod, most of it what every pod has (metadata, status,
+        // field managers).
+        let mut app_container = container("app", 8080);
+        if let Some(fields) = app_container.as_object_mut() {
+            for field in ["command", "args", "env", "envFrom", "livenessProbe", "volumeMounts"] {
+                fields.remove(field);
+            }
+        }
+        volumes.clear();
+        vec![app_container]
+    } else {
+        vec![container("app", 8080), container("sidecar", 9090), container("metrics", 9100)]
+    };
     let pod: Pod = serde_json::from_value(json!({
         "metadata": {
             "name": name,
@@ -545,15 +634,8 @@ async fn create_pod(
         "spec": {
             "nodeName": node,
             "terminationGracePeriodSeconds": 30,
-            "containers": [container("app", 8080), container("sidecar", 9090), container("metrics", 9100)],
-            "volumes": [
-                { "name": "config", "configMap": { "name": format!("{app}-config") } },
-                { "name": "secrets", "secret": { "secretName": format!("{app}-secrets") } },
-                { "name": "cache", "emptyDir": { "sizeLimit": "1Gi" } },
-                { "name": "token", "projected": { "sources": [{ "serviceAccountToken": {
-                    "path": "token", "expirationSeconds": 3600, "audience": "vault" } }] } },
-                { "name": "scratch", "emptyDir": {} },
-            ],
+            "containers": containers,
+            "volumes": volumes,
             "tolerations": [
                 { "key": "dedicated", "operator": "Equal", "value": "backend", "effect": "NoSchedule" },
             ],
