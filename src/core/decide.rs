@@ -1,6 +1,6 @@
 //! `decide(&observed, &policy, &history, &reads, now) -> Decision`: the reconcile's one pure
-//! step. The [`plan`](plan()) with everything that goes with it: the desired status (counts
-//! that alone changed held until [`COUNTS_EVERY`](super::COUNTS_EVERY)), the notices not sent
+//! step. The [`plan`](plan()) with everything that goes with it: the desired status (reports
+//! that alone changed held until [`REPORTS_EVERY`](super::REPORTS_EVERY)), the notices not sent
 //! yet, the gauges, the earlier records to write (unwritten, and Pending or Failed ones resolved
 //! by fresh reads), and when to decide again. What the decision leaves in the history is kept by
 //! [`PolicyHistory::after_commit`] once the writer has committed it.
@@ -21,7 +21,7 @@ use super::pod_notices::{
     repaired_by_kubelet, stale_ready, stuck_on_live_nodes,
 };
 use super::policy::ValidatedPolicy;
-use super::status::{Evaluation, blocked_rollouts_in_scope, desired_status, hold_counts};
+use super::status::{Evaluation, blocked_rollouts_in_scope, desired_status, hold_reports};
 use super::storm::transition_notices;
 use crate::crd::{RecentAction, RemediationPolicyStatus};
 
@@ -73,7 +73,7 @@ pub struct Decision {
     /// Records resolved now: Pending ones a previous run left (once per run), Failed ones a
     /// fresh read shows done after all.
     pub resolved: Vec<RecentAction>,
-    /// When to decide again at the latest: the plan's next deadline, or the end of a counts
+    /// When to decide again at the latest: the plan's next deadline, or the end of a reports
     /// hold. (An action skipped by the commit asks for a retry of its own.)
     pub wake_at: Option<Timestamp>,
     /// What the history keeps of this decision, whatever the commit does.
@@ -126,10 +126,11 @@ pub fn decide(
     status.blocked_rollouts = blocked_rollouts_in_scope(observed, &plan, policy);
     let written_anyway =
         !plan.actions.is_empty() || !carried.is_empty() || !earlier.resolved.is_empty();
-    let counts_held = hold_counts_until(&mut status, reads.previous, history, written_anyway, now);
+    let reports_held =
+        hold_reports_until(&mut status, reads.previous, history, written_anyway, now);
     Decision {
         circuit_notices: transition_notices(&plan.storm),
-        wake_at: plan.next_deadline.into_iter().chain(counts_held).min(),
+        wake_at: plan.next_deadline.into_iter().chain(reports_held).min(),
         decided: Decided {
             circuit: plan.storm.memory.clone(),
             held_alive,
@@ -188,10 +189,10 @@ fn resolve_earlier(history: &PolicyHistory, reads: &Reads<'_>) -> Earlier {
     }
 }
 
-/// Counts that alone changed are written at most every [`COUNTS_EVERY`](super::COUNTS_EVERY):
-/// puts back the previous counts in `status` and returns until when, unless the status is
+/// Reports that alone changed are written at most every [`REPORTS_EVERY`](super::REPORTS_EVERY):
+/// puts back the previous reports in `status` and returns until when, unless the status is
 /// written anyway (`written_anyway`: actions, or earlier records).
-fn hold_counts_until(
+fn hold_reports_until(
     status: &mut RemediationPolicyStatus,
     previous: Option<&RemediationPolicyStatus>,
     history: &PolicyHistory,
@@ -199,8 +200,8 @@ fn hold_counts_until(
     now: Timestamp,
 ) -> Option<Timestamp> {
     let previous = previous.filter(|_| !written_anyway)?;
-    let until = history.counts_wait_until(now)?;
-    hold_counts(status, previous).then_some(until)
+    let until = history.reports_wait_until(now)?;
+    hold_reports(status, previous).then_some(until)
 }
 
 /// The circuit, the pods held for fencing and left Ready=False, and the pods stuck Terminating:
@@ -428,7 +429,7 @@ mod tests {
     }
 
     #[test]
-    fn counts_alone_wait_for_counts_every_and_any_other_change_is_written_at_once() {
+    fn reports_alone_wait_for_reports_every_and_any_other_change_is_written_at_once() {
         let nodes = || vec![node("n1", true), node("n-dead", false)];
         // The status written at 00:10:00, when no pod was stuck.
         let mut written = PolicyHistory::default();
@@ -448,7 +449,7 @@ mod tests {
         // whether the decision wakes when the hold ends)
         let table = [
             ("a count alone: held", &held, false, 2, 0, true),
-            ("a count alone after COUNTS_EVERY: written", &held, false, 5, 1, false),
+            ("a count alone after REPORTS_EVERY: written", &held, false, 5, 1, false),
             ("a count and a condition: written at once", &held, true, 2, 1, false),
             ("a count and an action: written at once", &released, false, 2, 1, false),
         ];

@@ -16,7 +16,7 @@ use super::node::NodeSummary;
 use super::observed::{Backoff, CircuitMemory, Observed, OwnerKey, PastAction};
 use super::plan::Plan;
 use super::pod_notices::{FencingNotice, PodNotice};
-use super::status::{COUNTS_EVERY, circuit_memory};
+use super::status::{REPORTS_EVERY, circuit_memory};
 use crate::crd::{ActionResult, Mode, RecentAction, RemediationPolicyStatus};
 
 #[derive(Debug, Default)]
@@ -314,10 +314,10 @@ impl PolicyHistory {
         &self.unwritten
     }
 
-    /// Until when a status whose counts alone changed waits ([`COUNTS_EVERY`] after the last
+    /// Until when a status whose reports alone changed waits ([`REPORTS_EVERY`] after the last
     /// write); `None` once that has passed, or before any write.
-    pub(super) fn counts_wait_until(&self, now: Timestamp) -> Option<Timestamp> {
-        self.last_written_at.map(|at| at + COUNTS_EVERY).filter(|until| *until > now)
+    pub(super) fn reports_wait_until(&self, now: Timestamp) -> Option<Timestamp> {
+        self.last_written_at.map(|at| at + REPORTS_EVERY).filter(|until| *until > now)
     }
 
     /// The notices about pods that newly need fencing (each pod is reported once while it

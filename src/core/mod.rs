@@ -89,8 +89,8 @@ pub use policy::{
 };
 pub use selector::{Selector, SelectorError};
 pub use status::{
-    CONDITION_CIRCUIT_OPEN, CONDITION_INVALID, CONDITION_PAUSED, CONDITION_READY, COUNTS_EVERY,
-    Evaluation, blocked_rollouts_in_scope, circuit_memory, desired_status, hold_counts,
+    CONDITION_CIRCUIT_OPEN, CONDITION_INVALID, CONDITION_PAUSED, CONDITION_READY, Evaluation,
+    REPORTS_EVERY, blocked_rollouts_in_scope, circuit_memory, desired_status, hold_reports,
     push_recent_actions,
 };
 pub use storm::{OWN_DELETIONS_COUNT_FOR, Storm, transition_notices};

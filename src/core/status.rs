@@ -285,29 +285,53 @@ pub fn push_recent_actions(
     status.recent_actions = records;
 }
 
-/// How often a status write may carry changed counts alone (`matchedNodes`, `unhealthyNodes`,
-/// `deadNodes`, `stuckPods`): every pod that churn leaves Terminating past its deadline for a
-/// moment changes `stuckPods`, and a write each time would be a status write per pod event.
-pub const COUNTS_EVERY: jiff::SignedDuration = jiff::SignedDuration::from_secs(5);
+/// How often a status write may carry changed reports alone: the counts (`matchedNodes`,
+/// `unhealthyNodes`, `deadNodes`, `stuckPods`), the lists of what is seen now
+/// (`stuckOnLiveNodes`, `staleReadyPods`, `nodesLeftAlone`, `readyOnDeadNodePods`,
+/// `blockedRollouts`) and the message of a condition whose status and reason stay. Churn moves
+/// `stuckPods` on every pod event; in a storm or a drought the conditions' messages carry counts
+/// that move with every decision. A write each time would be a status write per event, exactly
+/// when the control plane is struggling.
+pub const REPORTS_EVERY: jiff::SignedDuration = jiff::SignedDuration::from_secs(5);
 
-/// When `desired` differs from `previous` (the status last written) in its counts alone, puts
-/// back the previous counts, so the write can wait, and says so. Any other change (a condition,
-/// a record, a listed pod) is written at once, counts included.
-pub fn hold_counts(
+/// When `desired` differs from `previous` (the status last written) in its reports alone (see
+/// [`REPORTS_EVERY`]), puts back the previous reports, so the write can wait, and says so. Any
+/// other change (a condition's status or reason, the circuit, a record, the observed
+/// generation) is written at once, reports included.
+pub fn hold_reports(
     desired: &mut RemediationPolicyStatus,
     previous: &RemediationPolicyStatus,
 ) -> bool {
-    let counts = |s: &RemediationPolicyStatus| {
-        (s.matched_nodes, s.unhealthy_nodes, s.dead_nodes, s.stuck_pods)
-    };
-    if counts(desired) == counts(previous) {
+    if desired == previous {
         return false;
     }
+    let conditions = desired
+        .conditions
+        .iter()
+        .map(|c| {
+            let before = previous.conditions.iter().find(|p| p.type_ == c.type_);
+            match before {
+                Some(p)
+                    if (&p.status, &p.reason, p.observed_generation)
+                        == (&c.status, &c.reason, c.observed_generation) =>
+                {
+                    p.clone()
+                }
+                _ => c.clone(),
+            }
+        })
+        .collect();
     let held = RemediationPolicyStatus {
         matched_nodes: previous.matched_nodes,
         unhealthy_nodes: previous.unhealthy_nodes,
         dead_nodes: previous.dead_nodes,
         stuck_pods: previous.stuck_pods,
+        stuck_on_live_nodes: previous.stuck_on_live_nodes.clone(),
+        stale_ready_pods: previous.stale_ready_pods.clone(),
+        nodes_left_alone: previous.nodes_left_alone.clone(),
+        ready_on_dead_node_pods: previous.ready_on_dead_node_pods.clone(),
+        blocked_rollouts: previous.blocked_rollouts.clone(),
+        conditions,
         ..desired.clone()
     };
     if &held != previous {
@@ -352,10 +376,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn counts_alone_wait_and_any_other_change_carries_them() {
+    fn reports_alone_wait_and_any_other_change_carries_them() {
+        let ready = |reason: &str, message: &str| Condition {
+            type_: CONDITION_READY.into(),
+            status: "False".into(),
+            reason: reason.into(),
+            message: message.into(),
+            observed_generation: Some(1),
+            last_transition_time: Time(ts("2026-01-01T00:00:00Z")),
+        };
         let previous = RemediationPolicyStatus {
             matched_nodes: 10,
             stuck_pods: 3,
+            conditions: vec![ready(
+                "EvidenceSuspended",
+                "2069 of the 3320 kubelets renewing in the last 40s stopped at once",
+            )],
             ..RemediationPolicyStatus::default()
         };
         let with = |f: &dyn Fn(&mut RemediationPolicyStatus)| {
@@ -377,6 +413,50 @@ mod tests {
                 true,
             ),
             (
+                "a listed pod alone",
+                with(&|s| {
+                    s.stale_ready_pods.push(StaleReadyPodStatus {
+                        namespace: "default".into(),
+                        name: "web-0".into(),
+                        node: "n1".into(),
+                        ready_false_since: None,
+                    })
+                }),
+                true,
+            ),
+            (
+                "a condition's message alone (a drought's counts)",
+                with(&|s| {
+                    s.conditions[0].message =
+                        "2070 of the 3320 kubelets renewing in the last 40s stopped at once".into()
+                }),
+                true,
+            ),
+            (
+                "a condition's reason, and its message",
+                with(&|s| s.conditions[0] = ready("CachesNotSynced", "waiting")),
+                false,
+            ),
+            ("a condition's status", with(&|s| s.conditions[0].status = "True".into()), false),
+            (
+                "a new condition",
+                with(&|s| s.conditions.push(ready("Valid", "the spec is valid"))),
+                false,
+            ),
+            (
+                "a count and the circuit",
+                with(&|s| {
+                    s.stuck_pods = 4;
+                    s.circuit = Some(CircuitStatus {
+                        state: CircuitState::Open,
+                        since: Time(ts("2026-01-01T00:00:00Z")),
+                        until: None,
+                        rearm_token: None,
+                    });
+                }),
+                false,
+            ),
+            (
                 "a count and a record",
                 with(&|s| {
                     s.stuck_pods = 4;
@@ -395,7 +475,7 @@ mod tests {
         ];
         for (case, desired, held) in table {
             let mut status = desired.clone();
-            assert_eq!(hold_counts(&mut status, &previous), held, "{case}");
+            assert_eq!(hold_reports(&mut status, &previous), held, "{case}");
             let expected = if held { previous.clone() } else { desired };
             assert_eq!(status, expected, "{case}");
         }
@@ -404,7 +484,7 @@ mod tests {
     use crate::core::plan::PlanCounts;
     use crate::core::policy::{MaxUnhealthy, StormSettings, validate};
     use crate::core::storm::advance;
-    use crate::crd::{ActionKind, ActionResult, Mode, RemediationPolicySpec};
+    use crate::crd::{ActionKind, ActionResult, CircuitState, Mode, RemediationPolicySpec};
 
     fn ts(s: &str) -> Timestamp {
         s.parse().expect("test timestamp")
