@@ -90,6 +90,10 @@ pub fn node_observation(node: &Node, lease: Option<&Lease>) -> NodeObservation {
         // One object read at one instant says nothing about when we saw it change.
         not_ready_seen: None,
         lease_seen: None,
+        lease_duration_s: lease
+            .and_then(|l| l.spec.as_ref())
+            .and_then(|s| s.lease_duration_seconds)
+            .map(crate::index::kinds::saturate_u16),
         ready_heartbeat: ready.and_then(|c| c.last_heartbeat_time.as_ref()).map(|t| t.0),
         heartbeat_seen: None,
         seen_from_stamps: false,

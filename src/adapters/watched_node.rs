@@ -21,7 +21,7 @@ use super::watched_pod::SlimMetadata;
 #[derive(Clone, Debug, Default)]
 pub struct WatchedNode(pub Node);
 
-/// A Lease, with its name, uid and `spec.renewTime`.
+/// A Lease, with its name, uid, `spec.renewTime` and `spec.leaseDurationSeconds`.
 #[derive(Clone, Debug, Default)]
 pub struct WatchedLease(pub Lease);
 
@@ -72,11 +72,16 @@ impl<'de> Deserialize<'de> for WatchedLease {
         #[serde(rename_all = "camelCase", default)]
         struct Spec {
             renew_time: Option<MicroTime>,
+            lease_duration_seconds: Option<i32>,
         }
         let slim = Slim::<Spec, ()>::deserialize(d)?;
         Ok(WatchedLease(Lease {
             metadata: slim.metadata.into(),
-            spec: slim.spec.map(|s| LeaseSpec { renew_time: s.renew_time, ..LeaseSpec::default() }),
+            spec: slim.spec.map(|s| LeaseSpec {
+                renew_time: s.renew_time,
+                lease_duration_seconds: s.lease_duration_seconds,
+                ..LeaseSpec::default()
+            }),
         }))
     }
 }
@@ -159,7 +164,10 @@ mod tests {
                 "renewTime": "2026-01-01T00:00:10.123456Z"}
         }))
         .expect("a watched Lease");
-        let renewed = lease.0.spec.and_then(|s| s.renew_time).map(|t| t.0.to_string());
+        let spec = lease.0.spec.expect("spec");
+        assert_eq!(spec.lease_duration_seconds, Some(40));
+        assert!(spec.holder_identity.is_none());
+        let renewed = spec.renew_time.map(|t| t.0.to_string());
         assert_eq!(renewed.as_deref(), Some("2026-01-01T00:00:10.123456Z"));
         assert!(lease.0.metadata.managed_fields.is_none());
     }

@@ -133,7 +133,14 @@ async fn observe_renewals(
     while let Ok(next) = tokio::time::timeout_at(deadline, stream.next()).await {
         match next {
             Some(Ok(WatchEvent::Added(l) | WatchEvent::Modified(l))) => {
-                state.apply_lease(&l.name_any(), renew_time(&l), crate::clock::now());
+                let declared = l.spec.as_ref().and_then(|s| s.lease_duration_seconds);
+                let declared = declared.map(crate::index::kinds::saturate_u16);
+                state.apply_lease_declaring(
+                    &l.name_any(),
+                    renew_time(&l),
+                    declared,
+                    crate::clock::now(),
+                );
             }
             Some(Ok(_)) => {}
             // An expired version or a broken stream: plan with what was seen so far.

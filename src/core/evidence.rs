@@ -26,6 +26,11 @@
 //!   [`DROUGHT_MIN_NODES`] of them, evidence is suspended; when it ends, the window restarts. A
 //!   real mass death ends the drought once the dead nodes age out of the lookback: it delays
 //!   their judgement by about 40 s, and the circuit breaker (`maxUnhealthyNodes`) then decides.
+//! - A kubelet configured with a longer Lease (`nodeLeaseDurationSeconds` above 40) renews every
+//!   quarter of it, and says so in its Lease's `leaseDurationSeconds`: for its node, the drought's
+//!   overdue mark and lookback move out by the difference ([`renew_period`]). Read with a fixed
+//!   10 s, every such node would look overdue between renewals, and a cluster of them would be
+//!   in a drought for good. A shorter Lease changes nothing: the 10 s stay the least.
 
 use jiff::{SignedDuration, Timestamp};
 
@@ -49,14 +54,26 @@ pub struct Drought {
     pub renewing: usize,
 }
 
-/// Whether the renewals seen (one instant per Lease, by our clock) show a drought at `now`.
-pub fn lease_drought(seen: impl IntoIterator<Item = Timestamp>, now: Timestamp) -> Option<Drought> {
+/// How often a kubelet whose Lease declares `lease_duration_s` (`spec.leaseDurationSeconds`)
+/// renews it: a quarter of that, and never less than [`KUBELET_RENEW_PERIOD`].
+pub fn renew_period(lease_duration_s: Option<u16>) -> SignedDuration {
+    let quarter = SignedDuration::from_secs(i64::from(lease_duration_s.unwrap_or(0)) / 4);
+    quarter.max(KUBELET_RENEW_PERIOD)
+}
+
+/// Whether the renewals seen (per Lease: when we saw its last renewal, by our clock, and its
+/// declared `leaseDurationSeconds`) show a drought at `now`.
+pub fn lease_drought(
+    seen: impl IntoIterator<Item = (Timestamp, Option<u16>)>,
+    now: Timestamp,
+) -> Option<Drought> {
     let (mut overdue, mut renewing) = (0, 0);
-    for t in seen {
+    for (t, declared) in seen {
         let age = now.duration_since(t);
-        if age < DROUGHT_LOOKBACK {
+        let longer = renew_period(declared) - KUBELET_RENEW_PERIOD;
+        if age < DROUGHT_LOOKBACK + longer {
             renewing += 1;
-            if age > LEASE_VIEW_SILENCE {
+            if age > LEASE_VIEW_SILENCE + longer {
                 overdue += 1;
             }
         }
@@ -227,10 +244,56 @@ mod tests {
             Row { case: "no Leases", ages: &[], want: None },
         ];
         for r in table {
-            let seen = r.ages.iter().map(|a| at(1000 - a));
+            let seen = r.ages.iter().map(|a| (at(1000 - a), Some(40)));
             let got = lease_drought(seen, now).map(|d| (d.overdue, d.renewing));
             assert_eq!(got, r.want, "{}", r.case);
         }
+    }
+
+    /// Kubelets with longer Leases renew less often: their renewals are read against their own
+    /// period (a quarter of `leaseDurationSeconds`, at least 10 s).
+    #[test]
+    fn lease_drought_reads_each_lease_against_its_own_period() {
+        let now = at(1000);
+        /// Per Lease: seconds since its renewal, and its leaseDurationSeconds.
+        type Leases = &'static [(u32, Option<u16>)];
+        /// The drought wanted, as (overdue, renewing).
+        type Want = Option<(usize, usize)>;
+        let table: &[(&str, Leases, Want)] = &[
+            (
+                "120 s Leases renewing every 30 s, between renewals: no drought",
+                &[(20, Some(120)), (25, Some(120)), (29, Some(120)), (5, Some(120))],
+                None,
+            ),
+            (
+                "the same ages on 40 s Leases: a drought",
+                &[(20, Some(40)), (25, Some(40)), (29, Some(40)), (5, Some(40))],
+                Some((3, 4)),
+            ),
+            (
+                "120 s Leases all stopped 36 s ago: a drought",
+                &[(36, Some(120)), (37, Some(120)), (38, Some(120)), (5, Some(120))],
+                Some((3, 4)),
+            ),
+            (
+                "no declared duration reads as the kubelet's 40 s",
+                &[(20, None), (25, None), (29, None), (5, None)],
+                Some((3, 4)),
+            ),
+            (
+                "a shorter Lease is read as 40 s: its 2 s period would flag more",
+                &[(8, Some(8)), (9, Some(8)), (10, Some(8)), (5, Some(8))],
+                None,
+            ),
+        ];
+        for (case, leases, want) in table {
+            let seen = leases.iter().map(|(a, d)| (at(1000 - a), *d));
+            let got = lease_drought(seen, now).map(|d| (d.overdue, d.renewing));
+            assert_eq!(got, *want, "{case}");
+        }
+        assert_eq!(renew_period(Some(120)), SignedDuration::from_secs(30));
+        assert_eq!(renew_period(None), KUBELET_RENEW_PERIOD);
+        assert_eq!(renew_period(Some(u16::MAX)), SignedDuration::from_secs(16383));
     }
 
     /// One step of a window's history.

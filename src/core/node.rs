@@ -212,6 +212,8 @@ pub enum DeathEvidence {
         lease_seen: Timestamp,
         /// Since when, by our clock, the node has not been Ready (no earlier than the window).
         not_ready_since: Timestamp,
+        /// The Lease's `leaseDurationSeconds` as watched: the gap must be at least as long.
+        lease_duration_s: Option<u16>,
         /// The start of the evidence window.
         window_start: Timestamp,
     },
@@ -297,7 +299,7 @@ pub fn summarize_node(
     let life_seen = obs.heartbeat_seen.map_or(lease_seen, |h| h.max(lease_seen));
     let lease_since = life_seen.max(since);
     let not_ready_due = add(not_ready_since, policy.not_ready_for);
-    let lease_due = add(lease_since, policy.lease_stale_for);
+    let lease_due = add(lease_since, stale_for(policy, obs.lease_duration_s));
     let dead_at = not_ready_due.max(lease_due);
     let readiness = obs.readiness.as_str();
     let facts = evidence_facts(obs, since, not_ready_since, now);
@@ -316,6 +318,7 @@ pub fn summarize_node(
             lease_renewed,
             lease_seen,
             not_ready_since,
+            lease_duration_s: obs.lease_duration_s,
             window_start: since,
         };
         NodeSummary { death: Some(death), ..dead }
@@ -323,12 +326,16 @@ pub fn summarize_node(
         let why = if held_alive.is_some() {
             // Not a countdown: each renewal moves it on.
             format!(
-                "alive: its kubelet answers; {facts}; dead only if no renewal arrives for \
-                 leaseStaleFor {} (not before {dead_at})",
-                format_duration(policy.lease_stale_for)
+                "alive: its kubelet answers; {facts}; dead only if no renewal arrives for {} \
+                 (not before {dead_at})",
+                stale_for_words(policy, obs.lease_duration_s)
             )
         } else {
-            format!("{facts}; waiting for {}", waits(policy, not_ready_due, lease_due, now))
+            let stale_for = stale_for_words(policy, obs.lease_duration_s);
+            format!(
+                "{facts}; waiting for {}",
+                waits(policy, &stale_for, not_ready_due, lease_due, now)
+            )
         };
         summary(NodeState::Unhealthy, Some(dead_at), why, held_alive)
     }
@@ -367,8 +374,32 @@ fn evidence_facts(
 }
 
 /// What a node not dead yet waits for: the time rules still running at `now`, joined by "and".
+/// How long no Lease renewal must be seen for a node to count as dead: `leaseStaleFor`, or the
+/// Lease's own `leaseDurationSeconds` (`declared`) when that is longer. A kubelet declaring a
+/// longer Lease renews less often (every quarter of it): a gap shorter than its own Lease is no
+/// evidence that it stopped.
+pub fn stale_for(policy: &ValidatedPolicy, declared: Option<u16>) -> SignedDuration {
+    policy.lease_stale_for.max(SignedDuration::from_secs(i64::from(declared.unwrap_or(0))))
+}
+
+/// [`stale_for`] in words: `leaseStaleFor 2m`, or `the Lease's own 3m (longer than
+/// leaseStaleFor 2m)`.
+fn stale_for_words(policy: &ValidatedPolicy, declared: Option<u16>) -> String {
+    let wait = stale_for(policy, declared);
+    let configured = format_duration(policy.lease_stale_for);
+    if wait > policy.lease_stale_for {
+        format!(
+            "the Lease's own {} (longer than leaseStaleFor {configured})",
+            format_duration(wait)
+        )
+    } else {
+        format!("leaseStaleFor {configured}")
+    }
+}
+
 fn waits(
     policy: &ValidatedPolicy,
+    stale_for: &str,
     not_ready_due: Timestamp,
     lease_due: Timestamp,
     now: Timestamp,
@@ -381,10 +412,7 @@ fn waits(
         ));
     }
     if now < lease_due {
-        waits.push(format!(
-            "leaseStaleFor {} until {lease_due}",
-            format_duration(policy.lease_stale_for)
-        ));
+        waits.push(format!("{stale_for} until {lease_due}"));
     }
     waits.join(" and ")
 }
@@ -438,6 +466,7 @@ mod tests {
             lease_renewed: lease.map(ts),
             not_ready_seen: None,
             lease_seen: None,
+            lease_duration_s: None,
             ready_heartbeat: None,
             heartbeat_seen: None,
             seen_from_stamps: false,
@@ -529,6 +558,8 @@ mod tests {
             synced: Option<Timestamp>,
             /// The kubelet's own `renewTime` when it differs from when we saw the renewal.
             renew_time: Option<Timestamp>,
+            /// The Lease's `leaseDurationSeconds`.
+            declared: Option<u16>,
             want: (NodeState, Option<Timestamp>, Option<FencingEvidence>),
         }
         let row = |case, readiness, transition, lease, want| Row {
@@ -540,6 +571,7 @@ mod tests {
             deleted: false,
             synced: long_ago,
             renew_time: None,
+            declared: Some(40),
             want,
         };
         use FencingEvidence::*;
@@ -692,6 +724,27 @@ mod tests {
                 )
             },
             Row {
+                case: "a Lease of 3m: no renewal for leaseStaleFor 2m is not enough",
+                declared: Some(180),
+                ..row(
+                    "",
+                    Unknown,
+                    at("00:00:00"),
+                    at("00:07:00.001"),
+                    (Unhealthy, at("00:10:00.001"), None),
+                )
+            },
+            Row {
+                case: "a Lease of 3m unrenewed for 3m: dead",
+                declared: Some(180),
+                ..row("", Unknown, at("00:00:00"), at("00:07:00"), (Dead, at("00:10:00"), None))
+            },
+            Row {
+                case: "no duration declared: leaseStaleFor alone",
+                declared: None,
+                ..row("", Unknown, at("00:00:00"), at("00:07:00"), (Dead, at("00:09:00"), None))
+            },
+            Row {
                 case: "kubelet clock 5m ahead, no renewal seen for 3m: dead by our clock",
                 renew_time: at("00:12:00"),
                 ..row("", Unknown, at("00:00:00"), at("00:07:00"), (Dead, at("00:09:00"), None))
@@ -718,6 +771,7 @@ mod tests {
                     // Seen when they happened, unless a row says otherwise.
                     not_ready_seen: r.transition.filter(|_| r.readiness != IsReady),
                     lease_seen: r.lease,
+                    lease_duration_s: r.declared,
                     ready_heartbeat: None,
                     heartbeat_seen: None,
                     seen_from_stamps: false,

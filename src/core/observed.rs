@@ -68,6 +68,10 @@ pub struct NodeObservation {
     /// When the operator last saw the Lease's `renewTime` change, by its own clock (`None`
     /// without a Lease, or for a one-shot read).
     pub lease_seen: Option<Timestamp>,
+    /// The Lease's `spec.leaseDurationSeconds`, as the kubelet declares it: no renewal for
+    /// this long is the least evidence of death, whatever `leaseStaleFor` says (`None`: no
+    /// Lease, or none declared).
+    pub lease_duration_s: Option<u16>,
     /// The Ready condition's `lastHeartbeatTime`, written by the kubelet when it posts the
     /// node's status (the node lifecycle controller leaves it as it was): shown, never compared
     /// with our clock.
@@ -256,6 +260,7 @@ impl NodeView {
                 lease_renewed: None,
                 not_ready_seen: None,
                 lease_seen: None,
+                lease_duration_s: None,
                 ready_heartbeat: None,
                 heartbeat_seen: None,
                 seen_from_stamps: false,

@@ -441,6 +441,7 @@ mod tests {
                 lease_renewed: Some(t(0, 0)),
                 not_ready_seen: (readiness != Readiness::Ready).then_some(transition),
                 lease_seen: Some(t(0, 0)),
+                lease_duration_s: None,
                 ready_heartbeat: None,
                 heartbeat_seen: None,
                 seen_from_stamps: false,

@@ -279,8 +279,10 @@ pub struct DeadNodeSpec {
     /// never from earlier than the start of its evidence window: when no Lease renewal arrives
     /// for 15 s (an etcd or API server stall, after which every Lease looks stale) the window
     /// restarts once renewals resume, so a stall does not read as mass node death. A node
-    /// without a Lease counts as unrenewed since the window start. At least "40s" (the kubelet's
-    /// lease duration). Default "2m".
+    /// whose Lease is missing or deleted is unknown, never dead. When the Lease declares a longer
+    /// leaseDurationSeconds (a kubelet configured with a longer nodeLeaseDurationSeconds renews
+    /// every quarter of it), the node must have gone unrenewed for that long instead. At least
+    /// "40s" (the kubelet's lease duration). Default "2m".
     #[schemars(length(max = 32), pattern(DURATION_PATTERN))]
     #[schemars(extend("x-kubernetes-validations" = [{
         "rule": "duration(self) >= duration('40s')",

@@ -85,6 +85,9 @@ pub struct LeaseRecord {
     /// Only listed, never seen changing: its `seen` is the list's instant, not a renewal's, so
     /// it does not count as a renewing kubelet for droughts.
     pub listed_only: bool,
+    /// `spec.leaseDurationSeconds` (saturated to `u16`): a renewal gap shorter than this is no
+    /// evidence of death, and the kubelet renews every quarter of it.
+    pub duration_s: Option<u16>,
 }
 
 /// Whether the watches can be trusted, and since when.
@@ -405,12 +408,25 @@ impl ClusterState {
         }
     }
 
-    /// A kubelet Lease was added or changed, seen at `now`. A new `renewTime` value is a renewal
-    /// seen now, whatever instant the kubelet wrote into it.
+    /// A kubelet Lease of the kubelet's 40 s was added or changed, seen at `now` (see
+    /// [`ClusterState::apply_lease_declaring`]).
     pub fn apply_lease(
         &mut self,
         name: &str,
         renewed: Option<Timestamp>,
+        now: Timestamp,
+    ) -> Change {
+        self.apply_lease_declaring(name, renewed, Some(40), now)
+    }
+
+    /// A kubelet Lease was added or changed, seen at `now`, declaring `duration_s`
+    /// (`spec.leaseDurationSeconds`). A new `renewTime` value is a renewal seen now, whatever
+    /// instant the kubelet wrote into it.
+    pub fn apply_lease_declaring(
+        &mut self,
+        name: &str,
+        renewed: Option<Timestamp>,
+        duration_s: Option<u16>,
         now: Timestamp,
     ) -> Change {
         let restarted = self.sync.window.lease_event(now, !self.nodes.live.is_empty());
@@ -418,9 +434,9 @@ impl ClusterState {
         let Some(renewed) = renewed else { return change };
         let listing = self.leases.relist.is_some();
         let record = match self.leases.live.get(name) {
-            Some(old) if old.renewed == renewed => *old,
-            Some(_) => LeaseRecord { renewed, seen: now, listed_only: false },
-            None => LeaseRecord { renewed, seen: now, listed_only: listing },
+            Some(old) if old.renewed == renewed => LeaseRecord { duration_s, ..*old },
+            Some(_) => LeaseRecord { renewed, seen: now, listed_only: false, duration_s },
+            None => LeaseRecord { renewed, seen: now, listed_only: listing, duration_s },
         };
         if listing {
             return self.leases.put(name.to_string(), record);
@@ -562,7 +578,13 @@ impl ClusterState {
         let lease = self.leases.live.get(name).copied();
         if let Some(node) = self.nodes.live.get_mut(name) {
             let o = &node.observation;
-            if (o.lease_renewed, o.lease_seen) != (lease.map(|l| l.renewed), lease.map(|l| l.seen))
+            let joined = (o.lease_renewed, o.lease_seen, o.lease_duration_s);
+            if joined
+                != (
+                    lease.map(|l| l.renewed),
+                    lease.map(|l| l.seen),
+                    lease.and_then(|l| l.duration_s),
+                )
             {
                 set_lease(&mut Arc::make_mut(node).observation, lease);
             }
@@ -667,7 +689,8 @@ impl ClusterState {
     /// [`ClusterState::evidence_since`]. Returns whether the reading changed.
     pub fn refresh_evidence(&mut self, now: Timestamp) -> Change {
         self.prune_tombstones(now);
-        let renewals = self.leases.live.values().filter(|l| !l.listed_only).map(|l| l.seen);
+        let renewals =
+            self.leases.live.values().filter(|l| !l.listed_only).map(|l| (l.seen, l.duration_s));
         let drought = lease_drought(renewals, now);
         if self.sync.window.drought(now, drought) { Change::Relevant } else { Change::None }
     }
@@ -798,6 +821,7 @@ impl ClusterState {
 fn set_lease(observation: &mut NodeObservation, lease: Option<LeaseRecord>) {
     observation.lease_renewed = lease.map(|l| l.renewed);
     observation.lease_seen = lease.map(|l| l.seen);
+    observation.lease_duration_s = lease.and_then(|l| l.duration_s);
 }
 
 fn claim_key(namespace: &str, name: &str) -> String {

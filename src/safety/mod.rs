@@ -60,6 +60,7 @@
 use jiff::Timestamp;
 
 use crate::core::duration::add;
+use crate::core::node::stale_for;
 use crate::core::rules::stale_readiness::turned_during;
 use crate::core::{
     Action, DeathEvidence, DeleteShutdownPod, Evict, ForceDelete, FreshNode, LastLook,
@@ -214,6 +215,7 @@ fn dead(write: &Write<'_>, death: Option<&DeathEvidence>) -> Result<(), Refusal>
             lease_renewed,
             lease_seen,
             not_ready_since,
+            lease_duration_s,
             window_start,
         }) => {
             if look.lease_renewed != Some(*lease_renewed) {
@@ -225,8 +227,11 @@ fn dead(write: &Write<'_>, death: Option<&DeathEvidence>) -> Result<(), Refusal>
             }
             let stale_from = (*lease_seen).max(*window_start);
             let not_ready_from = (*not_ready_since).max(*window_start);
-            if now < add(stale_from, policy.lease_stale_for) {
-                return refuse(Invariant::DeathEvidence, "leaseStaleFor has not passed");
+            if now < add(stale_from, stale_for(policy, *lease_duration_s)) {
+                return refuse(
+                    Invariant::DeathEvidence,
+                    "leaseStaleFor (or the Lease's own duration, when longer) has not passed",
+                );
             }
             if now < add(not_ready_from, policy.not_ready_for) {
                 return refuse(Invariant::DeathEvidence, "notReadyFor has not passed");

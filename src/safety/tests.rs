@@ -28,7 +28,24 @@ fn watched() -> DeathEvidence {
         lease_renewed: t(-5),
         lease_seen: t(0),
         not_ready_since: t(0),
+        lease_duration_s: Some(40),
         window_start: t(-100),
+    }
+}
+
+/// [`watched`], of a kubelet whose Lease declares `seconds`.
+fn watched_declaring(seconds: u16) -> DeathEvidence {
+    match watched() {
+        DeathEvidence::Watched {
+            lease_renewed, lease_seen, not_ready_since, window_start, ..
+        } => DeathEvidence::Watched {
+            lease_renewed,
+            lease_seen,
+            not_ready_since,
+            lease_duration_s: Some(seconds),
+            window_start,
+        },
+        other => other,
     }
 }
 
@@ -162,6 +179,20 @@ fn force_deletes() {
             look(Some(pod("pod-uid", true)), dead_node(), Some(-5)),
             39,
             Err(DeathEvidence),
+        ),
+        (
+            "a Lease of 2m unrenewed for leaseStaleFor 40s: not yet its own duration",
+            force_delete(None, Some(watched_declaring(120))),
+            look(Some(pod("pod-uid", true)), dead_node(), Some(-5)),
+            119,
+            Err(DeathEvidence),
+        ),
+        (
+            "a Lease of 2m unrenewed for 2m",
+            force_delete(None, Some(watched_declaring(120))),
+            look(Some(pod("pod-uid", true)), dead_node(), Some(-5)),
+            120,
+            Ok(()),
         ),
         (
             "no evidence carried",

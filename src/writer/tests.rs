@@ -114,6 +114,7 @@ fn action() -> Action {
             lease_renewed: RENEWED.parse().expect("ts"),
             lease_seen: Timestamp::UNIX_EPOCH,
             not_ready_since: Timestamp::UNIX_EPOCH,
+            lease_duration_s: Some(40),
             window_start: Timestamp::UNIX_EPOCH,
         }),
     })

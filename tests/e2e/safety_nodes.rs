@@ -19,6 +19,13 @@
 //!   uncordon`, `kubectl cordon`, the real binary). When the node comes back, the cordon is the
 //!   admin's: it stays past `undoAfter`.
 //!
+//! - `kn-long-lease` (invariant 2, death needs evidence we saw): a kubelet configured with a
+//!   240 s Lease (`nodeLeaseDurationSeconds`) renews it every 60 s, as the kubelet renews every
+//!   quarter of its Lease. Its node is not Ready and a pod is Terminating on it. Between two
+//!   renewals 60 s pass, more than `leaseStaleFor` (40 s): that gap is no evidence of death
+//!   while it is shorter than the Lease the kubelet declares. The pod is not released; the pod
+//!   of a 40 s kubelet that stopped, beside it under the same policy, is.
+//!
 //! They run on the production-like control plane ([`prod_e2e!`]): PodGC on and the upstream
 //! timings, as users run them. Each test scopes its policy to its own zone and starts its own
 //! operator (`--leader-elect=false`). What the operator wrote, and when, is read from the API
@@ -41,7 +48,7 @@ use crate::fixtures::stateful_set;
 use crate::fixtures::{renewed_since, secs, uid, until};
 use crate::prod_e2e;
 use crate::support::cluster::{AuditEntry, Cluster};
-use crate::support::env::{HOSTNAME_LABEL, TEST_LABEL, ZONE_LABEL, node_ready_status};
+use crate::support::env::{ZONE_LABEL, node_ready_status, renew_lease};
 use crate::support::operator::Operator;
 use crate::support::{TestEnv, command_output, holds_for, wait_for};
 
@@ -50,6 +57,7 @@ pub fn trials() -> Vec<Trial> {
         prod_e2e!("kn-lease-deleted", a_deleted_lease_is_unknown_not_death),
         prod_e2e!("kn-delete-unfenced", deleting_a_node_waits_for_fencing),
         prod_e2e!("kn-admin-recordon", an_admins_cordon_after_ours_is_never_undone),
+        prod_e2e!("kn-long-lease", a_gap_shorter_than_the_declared_lease_is_not_death),
     ]
 }
 
@@ -188,28 +196,7 @@ impl RuntimeDownKubelet {
     /// Creates node `<test>-<suffix>` in the test's zone, heartbeats it and waits until it shows
     /// `Ready=False`.
     async fn start(env: &TestEnv, suffix: &str) -> Result<(String, RuntimeDownKubelet)> {
-        let name = format!("{}-{suffix}", env.name);
-        let node: Node = serde_json::from_value(json!({
-            "metadata": {
-                "name": name,
-                "labels": {
-                    ZONE_LABEL: env.zone,
-                    HOSTNAME_LABEL: name,
-                    TEST_LABEL: env.name,
-                    "kubernetes.io/os": "linux",
-                },
-            },
-            "status": {
-                "capacity": { "cpu": "32", "memory": "256Gi", "pods": "110" },
-                "allocatable": { "cpu": "32", "memory": "256Gi", "pods": "110" },
-            },
-        }))?;
-        let created = env
-            .nodes()
-            .create(&PostParams::default(), &node)
-            .await
-            .with_context(|| format!("creating node {name}"))?;
-        let node_uid = created.metadata.uid.unwrap_or_default();
+        let (name, node_uid) = env.create_node_without_kubelet(suffix).await?;
         let lease_on = Arc::new(tokio::sync::Mutex::new(true));
         let (client, node, on) = (env.client.clone(), name.clone(), lease_on.clone());
         let transition = Timestamp::now();
@@ -268,18 +255,7 @@ async fn runtime_down_beat(
     if !lease {
         return Ok(());
     }
-    let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
-    let lease = json!({
-        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-        "metadata": {
-            "name": node, "namespace": "kube-node-lease",
-            "ownerReferences": [{ "apiVersion": "v1", "kind": "Node", "name": node, "uid": node_uid }],
-        },
-        "spec": { "holderIdentity": node, "leaseDurationSeconds": LEASE_STALE_FOR,
-                  "renewTime": now.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string() },
-    });
-    leases.patch(node, &PatchParams::apply("e2e-heartbeat").force(), &Patch::Apply(&lease)).await?;
-    Ok(())
+    renew_lease(client, node, node_uid, LEASE_STALE_FOR as u32, now).await
 }
 
 /// How long the operator watches the node held alive (not Ready, Lease renewed) before its Lease
@@ -610,5 +586,127 @@ async fn an_admins_cordon_after_ours_is_never_undone(
     );
     // Leave nothing cordoned behind on the shared control plane.
     kubectl(cluster, &["uncordon", victim]).await?;
+    Ok(())
+}
+
+/// A kubelet this test plays whose container runtime is down: it reports `Ready=False` once,
+/// as a kubelet posts an unchanged status only every few minutes, and renews its Lease, which
+/// declares `lease_seconds`, every quarter of that, as the kubelet's lease controller does.
+/// Stops when dropped.
+struct LeaseOnlyKubelet(tokio::task::JoinHandle<()>);
+
+impl Drop for LeaseOnlyKubelet {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl LeaseOnlyKubelet {
+    /// Creates node `<test>-<suffix>` in the test's zone, reports it `Ready=False`, renews its
+    /// Lease (the first renewal at once) and waits until the node shows `Ready=False`.
+    async fn start(
+        env: &TestEnv,
+        suffix: &str,
+        lease_seconds: u32,
+    ) -> Result<(String, LeaseOnlyKubelet)> {
+        let (name, node_uid) = env.create_node_without_kubelet(suffix).await?;
+        let now = Timestamp::now();
+        let status = json!({ "status": { "conditions": [{
+            "type": "Ready", "status": "False", "reason": "KubeletNotReady",
+            "message": "container runtime is down", "lastHeartbeatTime": now.to_string(),
+            "lastTransitionTime": now.to_string(),
+        }] } });
+        env.nodes()
+            .patch_status(&name, &PatchParams::default(), &Patch::Strategic(&status))
+            .await?;
+        let (client, node) = (env.client.clone(), name.clone());
+        let task = tokio::spawn(async move {
+            let mut renewals =
+                tokio::time::interval(Duration::from_secs(u64::from(lease_seconds / 4)));
+            loop {
+                renewals.tick().await;
+                let _ =
+                    renew_lease(&client, &node, &node_uid, lease_seconds, Timestamp::now()).await;
+            }
+        });
+        env.wait_node_ready(&name, "False").await?;
+        Ok((name, LeaseOnlyKubelet(task)))
+    }
+}
+
+/// The Lease of the kubelet configured for a longer one, and how long the test watches it:
+/// three renewal gaps of 60 s, each longer than `leaseStaleFor` + `notReadyFor`.
+const LONG_LEASE: u32 = 240;
+const LONG_WATCH: Duration = Duration::from_secs(190);
+
+/// Two nodes not Ready (runtime down) under one policy that releases pods at once on a dead
+/// node (`requireFencingFor: [None]`, no delay), each with a pod Terminating on it (deleted with
+/// a 1 s grace; nothing finalizes it). `long`'s kubelet declares a 240 s Lease and renews it
+/// every 60 s; `short`'s declares the kubelet's 40 s, renews every 10 s, and stops when the
+/// operator has started. Within `leaseStaleFor` + `notReadyFor` + a margin of that, the
+/// operator force-deletes `short`'s pod (the control: the policy acts). For
+/// [`LONG_WATCH`] from the operator's start, three gaps of 60 s without a renewal, each longer
+/// than `leaseStaleFor`, it never deletes `long`'s pod nor writes `long`.
+async fn a_gap_shorter_than_the_declared_lease_is_not_death(
+    cluster: &Cluster,
+    env: &TestEnv,
+) -> Result<()> {
+    let (long, long_kubelet) = LeaseOnlyKubelet::start(env, "long", LONG_LEASE).await?;
+    let (short, short_kubelet) = LeaseOnlyKubelet::start(env, "short", 40).await?;
+    for (pod, node) in [("on-long", &long), ("on-short", &short)] {
+        env.create_bound_pod(pod, node).await?;
+        env.write_pod_status(pod, false).await?;
+    }
+    let on_long_uid = uid(&env.delete_gracefully("on-long", 1).await?);
+    env.delete_gracefully("on-short", 1).await?;
+    env.create_policy(policy_spec(env, json!({ "requireFencingFor": ["None"] }), json!({})))
+        .await?;
+    let started = Timestamp::now();
+    let _op = start_operator(cluster, env).await?;
+    drop(short_kubelet);
+    let stopped = Timestamp::now();
+
+    let control = async {
+        let within = secs(LEASE_STALE_FOR + NOT_READY_FOR + MARGIN);
+        let deleted = wait_for(
+            &format!("the operator's DELETE of on-short (its 40 s kubelet on {short} stopped)"),
+            until(stopped + within),
+            || async {
+                let deletes = cluster.operator_pod_deletes(&env.namespace, "on-short")?;
+                Ok(deletes.first().and_then(|d| d.received))
+            },
+        )
+        .await?;
+        eprintln!(
+            "[{}] on-short force-deleted {:.1}s after its kubelet stopped",
+            env.name,
+            deleted.duration_since(stopped).as_secs_f64()
+        );
+        Ok::<_, anyhow::Error>(())
+    };
+    let (long_ref, on_long_uid) = (&long, &on_long_uid);
+    let what = format!("no write to {long} (240 s Lease renewed every 60 s) nor DELETE of on-long");
+    let held = holds_for(&what, LONG_WATCH, || async move {
+        let writes = operator_writes(cluster, env, long_ref, Some("on-long"), started)?;
+        ensure!(
+            writes.is_empty(),
+            "the operator wrote, times from its start: {}",
+            describe(&writes, started)
+        );
+        let p = env.pods().get_opt("on-long").await?;
+        ensure!(p.as_ref().map(uid).as_ref() == Some(on_long_uid), "on-long is gone");
+        Ok(())
+    });
+    tokio::try_join!(control, held)?;
+    eprintln!(
+        "[{}] {long} (240 s Lease, renewed every 60 s) untouched for {}s",
+        env.name,
+        LONG_WATCH.as_secs()
+    );
+
+    drop(long_kubelet);
+    for node in [&long, &short] {
+        env.nodes().delete(node, &DeleteParams::default()).await?;
+    }
     Ok(())
 }

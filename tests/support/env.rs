@@ -127,6 +127,16 @@ impl TestEnv {
         suffix: &str,
         kubelet: TestKubelet,
     ) -> Result<(String, Heartbeat)> {
+        let (name, node_uid) = self.create_node_without_kubelet(suffix).await?;
+        let ready = kubelet.ready.clone();
+        let beat = spawn_heartbeat(self.client.clone(), name.clone(), node_uid, kubelet);
+        self.wait_node_ready(&name, &ready).await?;
+        Ok((name, beat))
+    }
+
+    /// Creates node `<test>-<suffix>` in the test's zone, labelled as the test's, with no status
+    /// and no kubelet: the test plays it. Returns its name and UID.
+    pub async fn create_node_without_kubelet(&self, suffix: &str) -> Result<(String, String)> {
         let name = format!("{}-{suffix}", self.name);
         let node: Node = serde_json::from_value(json!({
             "metadata": {
@@ -148,11 +158,7 @@ impl TestEnv {
             .create(&PostParams::default(), &node)
             .await
             .with_context(|| format!("creating node {name}"))?;
-        let node_uid = created.metadata.uid.unwrap_or_default();
-        let ready = kubelet.ready.clone();
-        let beat = spawn_heartbeat(self.client.clone(), name.clone(), node_uid, kubelet);
-        self.wait_node_ready(&name, &ready).await?;
-        Ok((name, beat))
+        Ok((name, created.metadata.uid.unwrap_or_default()))
     }
 
     /// Heartbeats again (Ready=True, a renewed 10 s Lease every 2 s) a node this test plays the
@@ -501,6 +507,19 @@ async fn heartbeat(
     Api::<Node>::all(client.clone())
         .patch_status(node, &PatchParams::default(), &Patch::Strategic(&status))
         .await?;
+    renew_lease(client, node, node_uid, kubelet.lease_seconds, now).await
+}
+
+/// Renews the Lease of `node` (node UID `node_uid`) as its kubelet does, created if it is gone:
+/// in kube-node-lease, named after the node, held by it and owned by the Node object, declaring
+/// `lease_seconds` (`leaseDurationSeconds`) and stamped `renewed` (the kubelet's clock).
+pub async fn renew_lease(
+    client: &kube::Client,
+    node: &str,
+    node_uid: &str,
+    lease_seconds: u32,
+    renewed: jiff::Timestamp,
+) -> Result<()> {
     let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
     let lease = json!({
         "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
@@ -508,8 +527,8 @@ async fn heartbeat(
             "name": node, "namespace": "kube-node-lease",
             "ownerReferences": [{ "apiVersion": "v1", "kind": "Node", "name": node, "uid": node_uid }],
         },
-        "spec": { "holderIdentity": node, "leaseDurationSeconds": kubelet.lease_seconds,
-                  "renewTime": now.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string() },
+        "spec": { "holderIdentity": node, "leaseDurationSeconds": lease_seconds,
+                  "renewTime": renewed.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string() },
     });
     leases.patch(node, &PatchParams::apply("e2e-heartbeat").force(), &Patch::Apply(&lease)).await?;
     Ok(())

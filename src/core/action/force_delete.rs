@@ -202,6 +202,7 @@ mod tests {
                 lease_renewed: Some(t(0, 0)),
                 not_ready_seen: (readiness != Readiness::Ready).then_some(t(0, 0)),
                 lease_seen: Some(t(0, 0)),
+                lease_duration_s: None,
                 ready_heartbeat: None,
                 heartbeat_seen: None,
                 seen_from_stamps: false,
