@@ -6,7 +6,8 @@
 //! clusters.
 //!
 //! Measured, one process at a time (never two at once, so they do not disturb each other), on
-//! the empty cluster and again once it is populated: kube-remediator (this crate's release
+//! the empty cluster and again once it is populated, its pods Running and its Leases renewed in
+//! time (a sample of each read by name): kube-remediator (this crate's release
 //! build; with streaming and with paged initial lists on the populated cluster) and the Go peer
 //! (`tools/peer`: controller-runtime doing the same job on the same policy, built by
 //! `tools/testbin bench`) with full-object informers (`naive`) and with transforms (`tuned`).
@@ -257,6 +258,7 @@ async fn scenario(cluster: &Cluster, peer: &Path, versions: &str) -> Result<()> 
             started.elapsed().as_secs_f64()
         );
     }
+    let leases_steady = wait_leases_fresh(&client, &names).await?;
     let one = env.pods().get(&one.metadata.name.clone().unwrap_or_default()).await?;
     let bytes = serde_json::to_vec(&one)?.len();
     let populated = format!("{created} pods on {nodes} nodes");
@@ -318,6 +320,13 @@ async fn scenario(cluster: &Cluster, peer: &Path, versions: &str) -> Result<()> 
          in {pods_took:.0} s); a Running pod weighs {bytes} bytes of JSON. Go peer: {versions}.",
         nodes_took + pods_took
     );
+    if !leases_steady {
+        println!();
+        println!(
+            "WARNING: kwok did not renew every sampled Lease within {LEASE_FRESH_S} s before the \
+             processes were measured: the cluster was not steady (see the [rss] lines)."
+        );
+    }
     let deleted = measure::pod_deletes(&cluster.audit_log, "churn-")?;
     if deleted > 0 {
         println!();
@@ -509,6 +518,53 @@ async fn measure_one<F: std::future::Future<Output = Result<()>>>(
         );
     }
     Ok(Row { contender, cluster: what.to_string(), m })
+}
+
+/// A Lease renewed this long ago or less is fresh: kubelets renew every 10 s, and
+/// kube-remediator suspends its evidence when most renewals are overdue by 15 s (a drought).
+const LEASE_FRESH_S: i64 = 15;
+
+/// Waits until kwok renews the nodes' Leases in time, as far as a sample of 150 Leases read one
+/// by one shows three times in a row, 10 s apart (at most 15 minutes). Until then the cluster
+/// is not steady: a process measured on it sees a drought (most renewals late at once), or
+/// nodes dying. Returns whether it became steady.
+async fn wait_leases_fresh(client: &kube::Client, names: &[String]) -> Result<bool> {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let leases = kube::Api::<Lease>::namespaced(client.clone(), "kube-node-lease");
+    let step = (names.len() / 150).max(1);
+    let sample: Vec<&String> = names.iter().step_by(step).collect();
+    let started = Instant::now();
+    let mut in_a_row = 0;
+    while in_a_row < 3 {
+        let now = jiff::Timestamp::now();
+        let ages: Vec<i64> = futures::stream::iter(&sample)
+            .map(|name| {
+                let leases = &leases;
+                async move {
+                    let lease = leases.get_opt(name).await.ok().flatten();
+                    let renewed = lease.and_then(|l| l.spec).and_then(|s| s.renew_time);
+                    renewed.map_or(i64::MAX, |t| now.duration_since(t.0).as_secs())
+                }
+            })
+            .buffer_unordered(8)
+            .collect()
+            .await;
+        let late = ages.iter().filter(|a| **a > LEASE_FRESH_S).count();
+        let oldest = ages.iter().copied().max().unwrap_or(0);
+        in_a_row = if late == 0 { in_a_row + 1 } else { 0 };
+        eprintln!(
+            "[rss] Leases: {late} of {} sampled renewed more than {LEASE_FRESH_S} s ago (the \
+             oldest {oldest} s; {:.0} s)",
+            sample.len(),
+            started.elapsed().as_secs_f64()
+        );
+        if in_a_row < 3 && started.elapsed() > Duration::from_secs(900) {
+            eprintln!("[rss] WARNING: Leases still renewed late after 15 min; measuring anyway");
+            return Ok(false);
+        }
+        tokio::time::sleep(Duration::from_secs(10)).await;
+    }
+    Ok(true)
 }
 
 /// The policy every contender enforces (see tools/peer/main.go).
