@@ -72,6 +72,13 @@ pub fn rearm_token(policy: &RemediationPolicy) -> Option<String> {
     policy.metadata.annotations.as_ref()?.get(REARM_ANNOTATION).cloned()
 }
 
+/// A Lease's `spec.leaseDurationSeconds` as kept: negative as 0, above `u16::MAX` (18 hours) as
+/// that.
+pub fn lease_duration_s(lease: &Lease) -> Option<u16> {
+    let seconds = lease.spec.as_ref()?.lease_duration_seconds?;
+    Some(u16::try_from(seconds.max(0)).unwrap_or(u16::MAX))
+}
+
 /// Builds the observation of a node from its object and (when found) its kubelet Lease.
 pub fn node_observation(node: &Node, lease: Option<&Lease>) -> NodeObservation {
     let status = node.status.as_ref();
@@ -90,10 +97,7 @@ pub fn node_observation(node: &Node, lease: Option<&Lease>) -> NodeObservation {
         // One object read at one instant says nothing about when we saw it change.
         not_ready_seen: None,
         lease_seen: None,
-        lease_duration_s: lease
-            .and_then(|l| l.spec.as_ref())
-            .and_then(|s| s.lease_duration_seconds)
-            .map(crate::index::kinds::saturate_u16),
+        lease_duration_s: lease.and_then(lease_duration_s),
         ready_heartbeat: ready.and_then(|c| c.last_heartbeat_time.as_ref()).map(|t| t.0),
         heartbeat_seen: None,
         seen_from_stamps: false,

@@ -133,8 +133,7 @@ async fn observe_renewals(
     while let Ok(next) = tokio::time::timeout_at(deadline, stream.next()).await {
         match next {
             Some(Ok(WatchEvent::Added(l) | WatchEvent::Modified(l))) => {
-                let declared = l.spec.as_ref().and_then(|s| s.lease_duration_seconds);
-                let declared = declared.map(crate::index::kinds::saturate_u16);
+                let declared = crate::adapters::lease_duration_s(&l);
                 state.apply_lease_declaring(
                     &l.name_any(),
                     renew_time(&l),

@@ -373,7 +373,6 @@ fn evidence_facts(
     format!("{ready_fact}, {lease_fact}")
 }
 
-/// What a node not dead yet waits for: the time rules still running at `now`, joined by "and".
 /// How long no Lease renewal must be seen for a node to count as dead: `leaseStaleFor`, or the
 /// Lease's own `leaseDurationSeconds` (`declared`) when that is longer. A kubelet declaring a
 /// longer Lease renews less often (every quarter of it): a gap shorter than its own Lease is no
@@ -397,6 +396,7 @@ fn stale_for_words(policy: &ValidatedPolicy, declared: Option<u16>) -> String {
     }
 }
 
+/// What a node not dead yet waits for: the time rules still running at `now`, joined by "and".
 fn waits(
     policy: &ValidatedPolicy,
     stale_for: &str,

@@ -69,9 +69,8 @@ impl Watched for WatchedLease {
         Api::namespaced(client, NODE_LEASE_NAMESPACE)
     }
     fn apply(state: &mut ClusterState, obj: &Self, now: Timestamp) -> Change {
-        let spec = obj.0.spec.as_ref();
-        let renewed = spec.and_then(|s| s.renew_time.as_ref()).map(|t| t.0);
-        let declared = spec.and_then(|s| s.lease_duration_seconds).map(saturate_u16);
+        let renewed = obj.0.spec.as_ref().and_then(|s| s.renew_time.as_ref()).map(|t| t.0);
+        let declared = crate::adapters::lease_duration_s(&obj.0);
         state.apply_lease_declaring(&obj.name_any(), renewed, declared, now)
     }
     fn delete(state: &mut ClusterState, obj: &Self, _: Timestamp) -> Change {
@@ -276,11 +275,6 @@ pub static WATCHED: [&dyn KindOps; 8] = [
     &Ops::<StatefulSet>(PhantomData),
     &Ops::<ReplicaSet>(PhantomData),
 ];
-
-/// A Lease's `leaseDurationSeconds` as kept: negative as 0, above `u16::MAX` (18 hours) as that.
-pub fn saturate_u16(seconds: i32) -> u16 {
-    u16::try_from(seconds.max(0)).unwrap_or(u16::MAX)
-}
 
 #[cfg(test)]
 mod tests {

@@ -578,14 +578,7 @@ impl ClusterState {
         let lease = self.leases.live.get(name).copied();
         if let Some(node) = self.nodes.live.get_mut(name) {
             let o = &node.observation;
-            let joined = (o.lease_renewed, o.lease_seen, o.lease_duration_s);
-            if joined
-                != (
-                    lease.map(|l| l.renewed),
-                    lease.map(|l| l.seen),
-                    lease.and_then(|l| l.duration_s),
-                )
-            {
+            if (o.lease_renewed, o.lease_seen, o.lease_duration_s) != lease_fields(lease) {
                 set_lease(&mut Arc::make_mut(node).observation, lease);
             }
         }
@@ -819,9 +812,14 @@ impl ClusterState {
 
 /// A node's Lease instants as the planner reads them: its `renewTime` and when we saw it.
 fn set_lease(observation: &mut NodeObservation, lease: Option<LeaseRecord>) {
-    observation.lease_renewed = lease.map(|l| l.renewed);
-    observation.lease_seen = lease.map(|l| l.seen);
-    observation.lease_duration_s = lease.and_then(|l| l.duration_s);
+    (observation.lease_renewed, observation.lease_seen, observation.lease_duration_s) =
+        lease_fields(lease);
+}
+
+/// A Lease's `renewTime`, when we saw it, and its declared duration, as a node's record keeps
+/// them.
+fn lease_fields(lease: Option<LeaseRecord>) -> (Option<Timestamp>, Option<Timestamp>, Option<u16>) {
+    (lease.map(|l| l.renewed), lease.map(|l| l.seen), lease.and_then(|l| l.duration_s))
 }
 
 fn claim_key(namespace: &str, name: &str) -> String {
