@@ -389,8 +389,9 @@ pub struct PodView {
     /// by its own clock: a stale pod must have turned so during an outage of its node it
     /// watched ([`NodeControl::last_outage`]).
     pub stale_seen: Option<Timestamp>,
-    /// When the operator first saw the pod's `deletionTimestamp`, by its own clock: time on a
-    /// live node is counted from here, never from the API server's timestamp.
+    /// When the operator first saw the pod's current deletion (its `deletionTimestamp` and grace
+    /// period; a DELETE with a shorter grace moves both), by its own clock: time on a live node
+    /// is counted from here, never from the API server's timestamp.
     pub terminating_seen: Option<Timestamp>,
     /// A pod (not Terminating) left Failed by a graceful node shutdown: its `status.reason`
     /// (`Terminated`, `Shutdown` or `NodeShutdown`). `None` for every other pod.

@@ -556,9 +556,15 @@ impl ClusterState {
             Some(mut record) => {
                 let before = self.pods.live.get(&uid).map(|r| &r.view);
                 let view = &mut record.view;
-                view.terminating_seen = view
-                    .deletion_timestamp
-                    .and(before.and_then(|b| b.terminating_seen).or(Some(now)));
+                // A deletion re-issued with a shorter grace period (the kubelet's final DELETE)
+                // moves the deletionTimestamp: time is counted from when we saw that one.
+                let same_deletion = |b: &&PodView| {
+                    (b.deletion_timestamp, b.deletion_grace_seconds)
+                        == (view.deletion_timestamp, view.deletion_grace_seconds)
+                };
+                view.terminating_seen = view.deletion_timestamp.and(
+                    before.filter(same_deletion).and_then(|b| b.terminating_seen).or(Some(now)),
+                );
                 view.stale_seen =
                     view.stale_ready_since.and(before.and_then(|b| b.stale_seen).or(Some(now)));
                 view.shutdown_seen = view
@@ -1101,6 +1107,30 @@ mod tests {
         s.apply_pod(&terminating_pod_on("n1"), at(9));
         let observed = s.observe(at(10), Vec::new(), BTreeSet::new());
         assert_eq!(observed.pods[0].terminating_seen, Some(at(3)));
+    }
+
+    #[test]
+    fn a_deletion_reissued_with_a_shorter_grace_is_timed_from_when_it_was_seen() {
+        let deleted = |stamp: &str, grace: i64| -> WatchedPod {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "p", "namespace": "ns", "uid": "p1",
+                             "deletionTimestamp": stamp, "deletionGracePeriodSeconds": grace},
+                "spec": {"nodeName": "n1"},
+            }))
+            .expect("pod")
+        };
+        let seen = |s: &ClusterState, now| {
+            s.observe(now, Vec::new(), BTreeSet::new()).pods[0].terminating_seen
+        };
+        let mut s = synced(0, &[]);
+        // Deleted with 30 s of grace, seen at 3; the kubelet's final DELETE (grace 0) at 9.
+        s.apply_pod(&deleted("2026-01-01T00:00:33Z", 30), at(3));
+        assert_eq!(seen(&s, at(4)), Some(at(3)));
+        s.apply_pod(&deleted("2026-01-01T00:00:09Z", 0), at(9));
+        assert_eq!(seen(&s, at(10)), Some(at(9)), "the final DELETE restarts the count");
+        // Delivered again (a relist, a label change): the same deletion, kept.
+        s.apply_pod(&deleted("2026-01-01T00:00:09Z", 0), at(20));
+        assert_eq!(seen(&s, at(21)), Some(at(9)));
     }
 
     /// A running pod `name` (UID `<name>-uid`) on `node` whose Ready condition is `ready`.

@@ -71,6 +71,14 @@ pub fn until(t: jiff::Timestamp) -> std::time::Duration {
     std::time::Duration::try_from(t.duration_since(jiff::Timestamp::now())).unwrap_or_default()
 }
 
+/// Whether an instant the operator stamped by its own clock (`stamp`, whole seconds as the API
+/// writes it) is `at`, an instant the test derived from the API server's timestamps, or within
+/// the second after it: the operator counts from when it saw a change, which is never before
+/// the API server made it.
+pub fn stamped_after(stamp: jiff::Timestamp, at: jiff::Timestamp) -> bool {
+    stamp >= at && stamp.duration_since(at) <= secs(1)
+}
+
 /// `s` seconds.
 pub fn secs(s: i64) -> jiff::SignedDuration {
     jiff::SignedDuration::from_secs(s)

@@ -23,7 +23,7 @@ use libtest_mimic::Trial;
 use serde_json::{Value, json};
 
 use crate::e2e;
-use crate::fixtures::{secs, uid, until};
+use crate::fixtures::{secs, stamped_after, uid, until};
 use crate::support::cluster::{AuditEntry, Cluster};
 use crate::support::env::{TEST_LABEL, pod_is_ready};
 use crate::support::operator::{Operator, binary};
@@ -328,7 +328,7 @@ async fn finalizer_reported_then_removed(env: &TestEnv) -> Result<()> {
             && entry.detail.contains(HOLD)
             && entry.node == node
             && entry.namespace == env.namespace
-            && entry.since.0 == stuck_at,
+            && stamped_after(entry.since.0, stuck_at),
         "unexpected status entry {entry:?} (stuck since {stuck_at})"
     );
     wait_gauge(&op, env, "Finalizers", 1.0).await?;
@@ -536,7 +536,7 @@ async fn kubelet_not_finishing_is_reported_and_released_on_opt_in(env: &TestEnv)
         entry.cause == "KubeletNotFinishing"
             && entry.detail.contains(VOLUME)
             && entry.node == node
-            && entry.since.0 == stuck_at,
+            && stamped_after(entry.since.0, stuck_at),
         "unexpected status entry {entry:?} (stuck since {stuck_at})"
     );
     wait_gauge(&op, env, "KubeletNotFinishing", 1.0).await?;
