@@ -43,7 +43,10 @@
 //!    any other check (the histories decide at every step) proposes no action the operator's
 //!    last decision did not, without counting on the periodic full pass;
 //!
-//! plus: a live-node release needs a Ready node; an undo removes only our own cordon and
+//! plus: a live-node release needs a Ready node and the policy's wait (`forceDeleteAfter`, or
+//! `delayAfterGrace` and `finalizers.removeAfter`) passed since the pod's current
+//! `deletionTimestamp` (a kubelet's final DELETE, grace 0, moves it); an undo removes only our
+//! own cordon and
 //! taint. Two pure pieces get their own properties: the [`EvidenceWindow`] never trusts
 //! evidence across a silence or a relist, and [`held_zones`] never holds a zone with a Ready
 //! node that was never away (and always holds a zone all out).
@@ -244,6 +247,9 @@ pub enum Event {
     PodTerminating { node: u8, pod: u8 },
     /// A pod is gone (its kubelet finished it, or PodGC).
     PodGone { node: u8, pod: u8 },
+    /// A Terminating pod's kubelet finished it: its final DELETE (grace 0) moves the
+    /// deletionTimestamp to now, and the pod goes unless a finalizer holds it.
+    PodFinished { node: u8, pod: u8 },
     /// A gone pod is replaced by one of the same name and a new UID.
     PodReplaced { node: u8, pod: u8 },
     /// A graceful node shutdown ends a running pod: phase Failed, reason Terminated.
@@ -271,6 +277,20 @@ pub struct Scenario {
 }
 
 impl Scenario {
+    /// One zone of `shape`, no storm limit, `notReadyFor` 30 s, `leaseStaleFor` 40 s, and no
+    /// node or step yet.
+    fn one_zone(shape: Shape) -> Scenario {
+        Scenario {
+            shape,
+            zones: 1,
+            max_unhealthy: None,
+            not_ready_s: 30,
+            lease_stale_s: 40,
+            nodes: Vec::new(),
+            steps: Vec::new(),
+        }
+    }
+
     /// The steps in the order they are taken.
     fn timeline(&self) -> Vec<(u32, Event)> {
         let mut steps = self.steps.clone();
@@ -354,6 +374,7 @@ fn event() -> impl Strategy<Value = Event> {
         1 => (0u8..3).prop_map(|zone| Event::ZoneBack { zone }),
         7 => (n(), 0u8..2).prop_map(|(node, pod)| Event::PodTerminating { node, pod }),
         1 => (n(), 0u8..2).prop_map(|(node, pod)| Event::PodGone { node, pod }),
+        2 => (n(), 0u8..2).prop_map(|(node, pod)| Event::PodFinished { node, pod }),
         1 => (n(), 0u8..2).prop_map(|(node, pod)| Event::PodReplaced { node, pod }),
         2 => (n(), 0u8..2).prop_map(|(node, pod)| Event::PodShutdown { node, pod }),
         1 => (n(), 0u8..2).prop_map(|(node, pod)| Event::PodReadyAgain { node, pod }),
@@ -1436,6 +1457,19 @@ impl Run {
                     self.deliver_pod(p);
                 }
             }
+            Event::PodFinished { node, pod } => {
+                if let Some(p) = self.world.pod_index(node, pod)
+                    && self.world.pods[p].exists
+                    && self.world.pods[p].deletion_ms.is_some()
+                {
+                    let now = self.now;
+                    let pod = &mut self.world.pods[p];
+                    pod.deletion_ms = Some(now);
+                    pod.deletion_grace_s = 0;
+                    pod.exists = !pod.finalizers.is_empty();
+                    self.deliver_pod(p);
+                }
+            }
             Event::PodReplaced { node, pod } => {
                 if let Some(p) = self.world.pod_index(node, pod)
                     && !self.world.pods[p].exists
@@ -1667,7 +1701,7 @@ impl Run {
             );
         }
         let on_dead_node = match action {
-            Action::ForceDelete(fd) => !fd.live_node,
+            Action::ForceDelete(fd) => fd.live.is_none(),
             Action::Node(na) => na.kind != NodeActionKind::Undo,
             Action::RemoveFinalizers(rf) => rf.death.is_some(),
             Action::MarkNotReady(_) => true,
@@ -1682,12 +1716,33 @@ impl Run {
             );
         }
         let live_release = match action {
-            Action::ForceDelete(fd) => fd.live_node,
+            Action::ForceDelete(fd) => fd.live.is_some(),
             Action::RemoveFinalizers(rf) => rf.death.is_none(),
             _ => false,
         };
         if live_release && !(node.exists && node.ready == Cond::True) {
             return fail("a live-node release admitted on a node that is not Ready");
+        }
+        if live_release {
+            let rule = self.policy.live_node_stuck;
+            let (wait, uid) = match action {
+                Action::ForceDelete(fd) => (rule.and_then(|r| r.force_delete_after), &fd.pod.uid),
+                Action::RemoveFinalizers(rf) => {
+                    (rule.map(|r| r.delay.max(self.policy.finalizers.remove_after)), &rf.pod.uid)
+                }
+                _ => (None, &String::new()),
+            };
+            let deletion = self.world.pods.iter().find(|p| p.uid == *uid && p.exists);
+            let due = deletion
+                .and_then(|p| p.deletion_ms)
+                .zip(wait)
+                .map(|(at, wait)| at + u64::try_from(wait.as_millis()).unwrap_or(u64::MAX));
+            if due.is_none_or(|due| self.now < due) {
+                return fail(
+                    "a live-node release admitted before the policy's wait passed since the \
+                     pod's current deletionTimestamp",
+                );
+            }
         }
         if let Action::Node(na) = action
             && matches!(na.kind, NodeActionKind::DeleteNode { .. })
@@ -1845,7 +1900,7 @@ impl Run {
 fn describe(action: &Action) -> String {
     let (namespace, name) = action.target();
     let death = match action {
-        Action::ForceDelete(fd) => format!("{:?}, live node {}", fd.death, fd.live_node),
+        Action::ForceDelete(fd) => format!("{:?}, live node {:?}", fd.death, fd.live),
         Action::Node(na) => format!("{:?}, epoch {}", na.death, na.epoch),
         Action::RemoveFinalizers(rf) => format!("{:?}", rf.death),
         Action::Evict(_) => String::new(),
@@ -2194,6 +2249,22 @@ mod regressions {
                     ],
                 },
                 Some(&["DeleteShutdownPod"]),
+            ),
+            (
+                "a pod held by a finalizer on a live node, finished by its kubelet 10 s into its \
+                 30 s grace (a final DELETE, grace 0): time is counted from that DELETE, and \
+                 its finalizer removed delayAfterGrace after it, not after the first deletion",
+                Scenario {
+                    nodes: vec![node(vec![PodSetup { finalizer: true, ..pod(Bare, false) }])],
+                    steps: vec![
+                        (1_000, PodTerminating { node: 0, pod: 0 }),
+                        (11_000, PodFinished { node: 0, pod: 0 }),
+                        (25_000, Wait),
+                        (45_000, Wait),
+                    ],
+                    ..Scenario::one_zone(FenceAllLive)
+                },
+                Some(&["RemoveFinalizers"]),
             ),
         ]
     }

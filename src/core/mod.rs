@@ -54,10 +54,10 @@ pub mod zones;
 
 pub use action::{
     Act, Action, DISRUPTION_REASON, DISRUPTION_TARGET, DeleteShutdownPod, DisruptionWrite, Evict,
-    ForceDelete, FreshNode, FreshPod, FreshPolicy, LastLook, MarkNotReady, NOT_READY_REASON,
-    NodeAction, NodeActionKind, NodeTarget, PodPhaseNow, PodTarget, RemoveFinalizers, Skip, Target,
-    UndoChanges, lifecycle_still_allows, policy_still_enforces, removal_acted_key, same_second,
-    undo_changes,
+    ForceDelete, FreshNode, FreshPod, FreshPolicy, LastLook, LiveDeletion, MarkNotReady,
+    NOT_READY_REASON, NodeAction, NodeActionKind, NodeTarget, PodPhaseNow, PodTarget,
+    RemoveFinalizers, Skip, Target, UndoChanges, lifecycle_still_allows, policy_still_enforces,
+    removal_acted_key, same_second, undo_changes,
 };
 pub use decide::{Decision, Gauges, PendingNow, Reads, decide};
 pub use duration::{DurationError, format_duration, parse_duration};

@@ -31,7 +31,10 @@
 //!    watched, the pod turned not Ready within it, its node Ready for `nodeReadyFor` since, and
 //!    a fresh read of the pod still stale (every container, sidecar and gate satisfied).
 //! 7. [`Invariant::LiveNode`]: an action on a pod of a live node needs that node Ready in the
-//!    fresh read.
+//!    fresh read, the deletion we timed (the same `deletionTimestamp` and grace period in the
+//!    fresh read of the pod), and the policy's wait passed by our clock since that deletion's
+//!    grace period ended (from when we saw it): `forceDeleteAfter` for a force delete,
+//!    `delayAfterGrace` and `finalizers.removeAfter` for a finalizer removal.
 //! 8. [`Invariant::NodeLifecycle`]: every write on a node or its pods needs the fresh read of the
 //!    node to show it not in maintenance (no MaintenanceInProgress, DrainInProgress or Drained
 //!    True, unless the policy ignores maintenance), and not shutting down gracefully
@@ -64,7 +67,7 @@ use crate::core::node::stale_for;
 use crate::core::rules::stale_readiness::turned_during;
 use crate::core::{
     Action, DeathEvidence, DeleteShutdownPod, Evict, ForceDelete, FreshNode, LastLook,
-    MarkNotReady, NodeAction, NodeActionKind, PodTarget, Readiness, RemoveFinalizers,
+    LiveDeletion, MarkNotReady, NodeAction, NodeActionKind, PodTarget, Readiness, RemoveFinalizers,
     ValidatedPolicy,
 };
 use crate::crd::{APPLIED_BY_US, FIELD_MANAGER, Mode, OUT_OF_SERVICE_TAINT, SHUTDOWN_TAINT};
@@ -275,7 +278,15 @@ fn our_taint(node: &FreshNode) -> bool {
 
 fn force_delete(write: &Write<'_>, fd: &ForceDelete) -> Result<(), Refusal> {
     same_pod(write, &fd.pod, true)?;
-    if fd.live_node {
+    if let Some(live) = &fd.live {
+        let wait = write.policy.live_node_stuck.and_then(|r| r.force_delete_after);
+        let Some(wait) = wait else {
+            return refuse(
+                Invariant::LiveNode,
+                "a force delete on a live node without the policy's liveNodeStuck.forceDeleteAfter",
+            );
+        };
+        live_time(write, live, wait, "liveNodeStuck.forceDeleteAfter")?;
         return match &write.look.node {
             Some(node) if node.observation.readiness == Readiness::Ready => {
                 if fd.fencing_required.is_some()
@@ -305,13 +316,47 @@ fn force_delete(write: &Write<'_>, fd: &ForceDelete) -> Result<(), Refusal> {
 
 fn remove_finalizers(write: &Write<'_>, rf: &RemoveFinalizers) -> Result<(), Refusal> {
     same_pod(write, &rf.pod, true)?;
-    match &rf.death {
-        Some(death) => dead(write, Some(death)),
-        None => match &write.look.node {
-            Some(node) if node.observation.readiness == Readiness::Ready => Ok(()),
-            _ => refuse(Invariant::LiveNode, "the live node is not Ready in the fresh read"),
-        },
+    if let Some(death) = &rf.death {
+        return dead(write, Some(death));
     }
+    let (Some(rule), Some(live)) = (write.policy.live_node_stuck, &rf.live) else {
+        return refuse(
+            Invariant::LiveNode,
+            "a finalizer removal on a live node without liveNodeStuck or the deletion we timed",
+        );
+    };
+    let wait = rule.delay.max(write.policy.finalizers.remove_after);
+    live_time(write, live, wait, "liveNodeStuck.delayAfterGrace and finalizers.removeAfter")?;
+    match &write.look.node {
+        Some(node) if node.observation.readiness == Readiness::Ready => Ok(()),
+        _ => refuse(Invariant::LiveNode, "the live node is not Ready in the fresh read"),
+    }
+}
+
+/// Time on a live node: the fresh read shows the very deletion we timed (its deletionTimestamp
+/// and grace period: a DELETE with a shorter grace since makes another), and `wait` has passed
+/// by our clock since its grace period ended, counted from when we saw it.
+fn live_time(
+    write: &Write<'_>,
+    live: &LiveDeletion,
+    wait: jiff::SignedDuration,
+    what: &str,
+) -> Result<(), Refusal> {
+    let fresh = write.look.pod.and_then(|p| p.deletion);
+    if fresh != Some((live.deletion, live.grace_s)) {
+        return refuse(
+            Invariant::LiveNode,
+            "the pod read fresh is not under the deletion we timed (its deletionTimestamp or \
+             grace period changed)",
+        );
+    }
+    if write.now < add(live.grace_ended(), wait) {
+        return refuse(
+            Invariant::LiveNode,
+            format!("{what} has not passed by our clock since the pod's grace period ended"),
+        );
+    }
+    Ok(())
 }
 
 fn eviction(write: &Write<'_>, evict: &Evict) -> Result<(), Refusal> {

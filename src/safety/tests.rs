@@ -4,8 +4,8 @@ use jiff::{SignedDuration, Timestamp};
 
 use super::*;
 use crate::core::{
-    DeleteShutdownPod, Evict, FreshNode, FreshPod, FreshPolicy, MarkNotReady, NodeControl,
-    NodeRecord, NodeTarget, NodeView, Outage, validate,
+    DeleteShutdownPod, Evict, FreshNode, FreshPod, FreshPolicy, LiveDeletion, MarkNotReady,
+    NodeControl, NodeRecord, NodeTarget, NodeView, Outage, validate,
 };
 use crate::crd::{FencingRequirement, RemediationPolicySpec, StaleReadinessAction};
 
@@ -66,6 +66,7 @@ fn pod(uid: &'static str, terminating: bool) -> FreshPod<'static> {
     FreshPod {
         uid: Some(uid),
         terminating,
+        deletion: terminating.then(|| (t(-30), 30)),
         node: "n1",
         excluded: false,
         stale: !terminating,
@@ -98,7 +99,7 @@ fn force_delete(fencing: Option<FencingRequirement>, death: Option<DeathEvidence
         blocks_rollout: None,
         lease_renewed: Some(t(-5)),
         fencing_required: fencing,
-        live_node: false,
+        live: None,
         death,
     })
 }
@@ -469,31 +470,101 @@ fn shutdown_pods_need_the_rule_the_fresh_pod_failed_so_and_our_sighting_for_dele
     }
 }
 
-#[test]
-fn live_node_force_deletes_need_a_ready_node_and_fencing_or_the_opt_in() {
-    let live = |fencing| {
-        let Action::ForceDelete(fd) = force_delete(fencing, None) else { unreachable!() };
-        Action::ForceDelete(ForceDelete { live_node: true, ..fd })
-    };
-    let look = |ready| LastLook {
-        pod: Some(pod("pod-uid", true)),
+/// The deletion of [`pod`] (deletionTimestamp at -30, 30 s of grace) as we timed it: seen at
+/// -28, so its grace ended at 2 by our clock.
+fn timed() -> LiveDeletion {
+    LiveDeletion { seen: t(-28), deletion: t(-30), grace_s: 30 }
+}
+
+/// The last look at a Terminating pod on a live node: the node `ready`, the pod's `deletion`.
+fn live_look(ready: Readiness, deletion: Option<(Timestamp, i64)>) -> LastLook<'static> {
+    LastLook {
+        pod: Some(FreshPod { deletion, ..pod("pod-uid", true) }),
         node: Some(node(ready, &[])),
         lease_renewed: None,
         policy: enforcing(),
+    }
+}
+
+#[test]
+fn live_node_force_deletes_need_a_ready_node_fencing_or_the_opt_in_and_our_time() {
+    use Invariant::*;
+    let live = |fencing, timed: Option<LiveDeletion>| {
+        let Action::ForceDelete(fd) = force_delete(fencing, None) else { unreachable!() };
+        Action::ForceDelete(ForceDelete { live: timed, ..fd })
     };
+    let look = live_look;
+    let ours = Some((t(-30), 30));
     let p = policy(|s| s.live_node_stuck.force_delete_after = Some("5m".into()));
     let opted = policy(|s| {
         s.live_node_stuck.force_delete_after = Some("5m".into());
         s.live_node_stuck.force_delete_unfenced = true;
     });
+    let reporting = policy(|_| {});
     let sts = Some(FencingRequirement::StatefulSet);
-    assert_eq!(check(&live(None), &p, &look(Readiness::Ready), None, 0), Ok(()));
-    assert_eq!(
-        check(&live(None), &p, &look(Readiness::Unknown), None, 0),
-        Err(Invariant::LiveNode)
-    );
-    assert_eq!(check(&live(sts), &p, &look(Readiness::Ready), None, 0), Err(Invariant::Fencing));
-    assert_eq!(check(&live(sts), &opted, &look(Readiness::Ready), None, 0), Ok(()));
+    // forceDeleteAfter (5m) from the end of the grace period by our clock (2): due at 302.
+    #[rustfmt::skip]
+    let table = [
+        ("Ready, 5m after the grace ended", live(None, Some(timed())), &p, look(Readiness::Ready, ours), 302, Ok(())),
+        ("a second before", live(None, Some(timed())), &p, look(Readiness::Ready, ours), 301, Err(LiveNode)),
+        ("the node is not Ready", live(None, Some(timed())), &p, look(Readiness::Unknown, ours), 302, Err(LiveNode)),
+        ("needs fencing", live(sts, Some(timed())), &p, look(Readiness::Ready, ours), 302, Err(Fencing)),
+        ("needs fencing, the policy opts in", live(sts, Some(timed())), &opted, look(Readiness::Ready, ours), 302, Ok(())),
+        ("the policy does not force delete on live nodes", live(None, Some(timed())), &reporting, look(Readiness::Ready, ours), 900, Err(LiveNode)),
+        ("re-deleted with a shorter grace since", live(None, Some(timed())), &p, look(Readiness::Ready, Some((t(100), 0))), 302, Err(LiveNode)),
+        ("the same deletionTimestamp, another grace", live(None, Some(timed())), &p, look(Readiness::Ready, Some((t(-30), 0))), 302, Err(LiveNode)),
+        ("not Terminating in the fresh read", live(None, Some(timed())), &p, look(Readiness::Ready, None), 302, Err(FreshTarget)),
+        // No timed deletion: judged as on a dead node, without its evidence.
+        ("a live-node delete without the deletion we timed", live(None, None), &p, look(Readiness::Ready, ours), 302, Err(DeathEvidence)),
+    ];
+    for (case, action, p, look, now, want) in table {
+        let look = match (case, look) {
+            ("not Terminating in the fresh read", l) => {
+                LastLook { pod: l.pod.map(|p| FreshPod { terminating: false, ..p }), ..l }
+            }
+            (_, l) => l,
+        };
+        assert_eq!(check(&action, p, &look, None, now), want, "{case}");
+    }
+}
+
+#[test]
+fn live_node_finalizer_removals_wait_for_the_delay_and_remove_after_by_our_clock() {
+    use Invariant::*;
+    let removal = |timed: Option<LiveDeletion>| {
+        Action::RemoveFinalizers(RemoveFinalizers {
+            pod: target(40),
+            remove: vec!["example.com/hold".into()],
+            current: vec!["example.com/hold".into()],
+            death: None,
+            live: timed,
+        })
+    };
+    let look = live_look;
+    let ours = Some((t(-30), 30));
+    // delayAfterGrace 60s, removeAfter 2m: due 2m after the grace ended (2), at 122.
+    let p = policy(|s| {
+        s.live_node_stuck.delay_after_grace = "60s".into();
+        s.finalizers.remove_after = "2m".into();
+    });
+    // removeAfter shorter than delayAfterGrace: the delay holds, due at 62.
+    let short = policy(|s| {
+        s.live_node_stuck.delay_after_grace = "60s".into();
+        s.finalizers.remove_after = "10s".into();
+    });
+    #[rustfmt::skip]
+    let table = [
+        ("both passed", removal(Some(timed())), &p, look(Readiness::Ready, ours), 122, Ok(())),
+        ("removeAfter not passed", removal(Some(timed())), &p, look(Readiness::Ready, ours), 121, Err(LiveNode)),
+        ("the delay holds past a shorter removeAfter", removal(Some(timed())), &short, look(Readiness::Ready, ours), 61, Err(LiveNode)),
+        ("the delay passed", removal(Some(timed())), &short, look(Readiness::Ready, ours), 62, Ok(())),
+        ("re-deleted since", removal(Some(timed())), &p, look(Readiness::Ready, Some((t(50), 0))), 122, Err(LiveNode)),
+        ("the node is not Ready", removal(Some(timed())), &p, look(Readiness::NotReady, ours), 122, Err(LiveNode)),
+        ("no deletion timed", removal(None), &p, look(Readiness::Ready, ours), 122, Err(LiveNode)),
+    ];
+    for (case, action, p, look, now, want) in table {
+        assert_eq!(check(&action, p, &look, None, now), want, "{case}");
+    }
 }
 
 #[test]

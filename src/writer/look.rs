@@ -319,11 +319,18 @@ pub(crate) fn last_look<'a>(
 ) -> LastLook<'a> {
     LastLook {
         pod: pod.map(|p| {
-            let record = pod_record(&WatchedPod::from(p));
+            // Decoded as the watch decodes it: the deletion compares with the one it timed.
+            let watched = WatchedPod::from(p);
+            let record = pod_record(&watched);
             let view = record.as_ref().map(|r| &r.view);
+            let meta = &watched.metadata;
             FreshPod {
                 uid: p.metadata.uid.as_deref(),
                 terminating: p.metadata.deletion_timestamp.is_some(),
+                deletion: meta
+                    .deletion_timestamp
+                    .as_ref()
+                    .map(|t| (t.0, meta.deletion_grace_period_seconds.unwrap_or(0))),
                 node: p.spec.as_ref().and_then(|s| s.node_name.as_deref()).unwrap_or_default(),
                 excluded: excluded(p.metadata.annotations.as_ref()),
                 stale: view.is_some_and(|v| v.stale_ready_since.is_some()),

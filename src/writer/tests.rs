@@ -108,7 +108,7 @@ fn action() -> Action {
         blocks_rollout: None,
         lease_renewed: Some(RENEWED.parse().expect("ts")),
         fencing_required: None,
-        live_node: false,
+        live: None,
         // Watched long ago: dead by the kernel's clock whenever the test runs.
         death: Some(crate::core::DeathEvidence::Watched {
             lease_renewed: RENEWED.parse().expect("ts"),

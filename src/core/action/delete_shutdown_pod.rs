@@ -74,6 +74,7 @@ mod tests {
         let fresh = FreshPod {
             uid: Some("u1"),
             terminating: false,
+            deletion: None,
             node: "n1",
             excluded: false,
             stale: false,

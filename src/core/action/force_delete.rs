@@ -3,7 +3,9 @@
 
 use jiff::Timestamp;
 
-use super::{Act, LastLook, PodTarget, Skip, Target, policy_still_enforces, same_pod};
+use super::{
+    Act, LastLook, LiveDeletion, PodTarget, Skip, Target, policy_still_enforces, same_pod,
+};
 use crate::core::node::{DeathEvidence, fencing_evidence, own_taint_aside};
 use crate::core::observed::{NodeView, Readiness, WorkloadRef};
 use crate::crd::{ActionKind, ActionResult, FencingRequirement, FencingSpec, Mode};
@@ -21,9 +23,9 @@ pub struct ForceDelete {
     pub lease_renewed: Option<Timestamp>,
     /// The fencing the pod needs, which the last look must still find on its node.
     pub fencing_required: Option<FencingRequirement>,
-    /// A pod stuck on a live node (liveNodeStuck.forceDeleteAfter): the last look wants its
-    /// node still Ready, not dead.
-    pub live_node: bool,
+    /// A pod stuck on a live node (liveNodeStuck.forceDeleteAfter), with its deletion as we
+    /// timed it: the last look wants its node still Ready, not dead.
+    pub live: Option<LiveDeletion>,
     /// The evidence its node is dead (`None` on a live node), checked again by the safety
     /// kernel right before the request.
     pub death: Option<DeathEvidence>,
@@ -58,7 +60,7 @@ impl Act for ForceDelete {
             return Err(Skip::PodExcluded);
         }
         policy_still_enforces(look.policy, planned_generation, "deleted")?;
-        if self.live_node {
+        if self.live.is_some() {
             return match &look.node {
                 Some(node) if node.excluded => Err(Skip::NodeExcluded),
                 Some(node) if node.observation.readiness == Readiness::Ready => Ok(()),
@@ -136,7 +138,7 @@ impl ForceDelete {
         let terminal = matches!(now.phase, Some("Failed" | "Succeeded"));
         let write = DisruptionWrite {
             condition: !now.disruption_target,
-            fail: !self.live_node && !terminal,
+            fail: self.live.is_none() && !terminal,
         };
         (write.condition || write.fail).then_some(write)
     }
@@ -175,7 +177,7 @@ mod tests {
     use jiff::SignedDuration;
 
     use super::*;
-    use crate::core::action::{FreshNode, FreshPod, FreshPolicy};
+    use crate::core::action::{FreshNode, FreshPod, FreshPolicy, fixtures};
     use crate::core::observed::NodeObservation;
 
     /// 2026-01-01T00:MM:SSZ.
@@ -240,10 +242,11 @@ mod tests {
             blocks_rollout: None,
             lease_renewed: None,
             fencing_required: None,
-            live_node: false,
+            live: None,
             death: Some(DeathEvidence::Deleted),
         };
-        let live = ForceDelete { live_node: true, death: None, ..dead.clone() };
+        let live =
+            ForceDelete { live: Some(fixtures::live_deletion()), death: None, ..dead.clone() };
         let write = |condition, fail| Some(DisruptionWrite { condition, fail });
         let now = |phase, disruption_target| PodPhaseNow { phase, disruption_target };
         let table = [
@@ -293,7 +296,7 @@ mod tests {
             blocks_rollout: None,
             lease_renewed: renewed,
             fencing_required: None,
-            live_node: false,
+            live: None,
             death: None,
         };
         let fenced =
@@ -301,6 +304,7 @@ mod tests {
         let pod = FreshPod {
             uid: Some("u1"),
             terminating: true,
+            deletion: Some((t(0, 0), 0)),
             node: "n1",
             excluded: false,
             stale: false,

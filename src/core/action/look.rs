@@ -15,6 +15,8 @@ use crate::crd::{APPLIED_BY_US, FIELD_MANAGER, Mode};
 pub struct FreshPod<'a> {
     pub uid: Option<&'a str>,
     pub terminating: bool,
+    /// Its `deletionTimestamp` and `deletionGracePeriodSeconds` (0 when unset), if Terminating.
+    pub deletion: Option<(Timestamp, i64)>,
     /// `spec.nodeName` (empty when unset).
     pub node: &'a str,
     /// Annotated `remediator.io/exclude: "true"`.

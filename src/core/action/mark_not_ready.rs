@@ -139,6 +139,7 @@ mod tests {
         let pod = FreshPod {
             uid: Some("u1"),
             terminating: false,
+            deletion: None,
             node: "n1",
             excluded: false,
             stale: false,

@@ -38,6 +38,17 @@ pub use node::{NodeAction, NodeActionKind, node_acted_key};
 pub use remove_finalizers::{RemoveFinalizers, removal_acted_key};
 pub use skip::{PolicySkip, Skip};
 
+#[cfg(test)]
+pub(crate) mod fixtures {
+    use super::LiveDeletion;
+
+    /// A deletion seen at 00:00:00 with 30 s of grace.
+    pub fn live_deletion() -> LiveDeletion {
+        let at = "2026-01-01T00:00:00Z".parse().expect("ts");
+        LiveDeletion { seen: at, deletion: at, grace_s: 30 }
+    }
+}
+
 /// The pod a pod action is about, and why and since when it is due.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PodTarget {
@@ -55,6 +66,27 @@ pub struct PodTarget {
     /// When the operator saw its node's graceful shutdown begin, by its clock, if it did: the
     /// safety kernel admits no write on a node shutting down before its grace has passed.
     pub shutdown_seen: Option<Timestamp>,
+}
+
+/// A pod's deletion as the operator timed it on a live node (`liveNodeStuck`): the time the
+/// policy gives the kubelet is counted from `seen` plus `grace_s`, by the operator's clock, and
+/// holds only for this deletion: the safety kernel wants the same `deletionTimestamp` and grace
+/// period in its fresh read of the pod.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LiveDeletion {
+    /// When the operator saw this deletion, by its clock.
+    pub seen: Timestamp,
+    /// The pod's `deletionTimestamp`, as the API server wrote it.
+    pub deletion: Timestamp,
+    /// Its `deletionGracePeriodSeconds` (0 when unset).
+    pub grace_s: i64,
+}
+
+impl LiveDeletion {
+    /// When the grace period of this deletion ended, by the operator's clock.
+    pub fn grace_ended(&self) -> Timestamp {
+        crate::core::duration::add(self.seen, jiff::SignedDuration::from_secs(self.grace_s.max(0)))
+    }
 }
 
 /// The node a node action is about, and why and since when it is due.

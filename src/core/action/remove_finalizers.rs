@@ -1,7 +1,9 @@
 //! The removal of allowlisted finalizers (`finalizers.removable`) from a Terminating pod they
 //! hold.
 
-use super::{Act, LastLook, PodTarget, Skip, Target, policy_still_enforces, same_pod};
+use super::{
+    Act, LastLook, LiveDeletion, PodTarget, Skip, Target, policy_still_enforces, same_pod,
+};
 use crate::core::node::DeathEvidence;
 use crate::core::observed::Readiness;
 use crate::crd::{ActionKind, FencingSpec};
@@ -18,6 +20,8 @@ pub struct RemoveFinalizers {
     pub current: Vec<String>,
     /// The evidence its node is dead (`None` on a live node).
     pub death: Option<DeathEvidence>,
+    /// On a live node (`liveNodeStuck`), its deletion as we timed it.
+    pub live: Option<LiveDeletion>,
 }
 
 impl Act for RemoveFinalizers {
