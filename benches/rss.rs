@@ -22,6 +22,8 @@
 //! `KUBE_REMEDIATOR_BENCH_ONLY=remediator` measures kube-remediator alone (its default lists,
 //! on the empty and the populated cluster: the rows a per-node or per-pod slope is read from),
 //! builds no peer and writes no result file (the plot compares all three processes).
+//! `KUBE_REMEDIATOR_BENCH_ALSO=label=path,...` measures other builds of kube-remediator (or
+//! scripts that `exec` one) beside its default on the populated cluster.
 //!
 //! Each run writes its tier's figures to `target/bench/rss-<nodes>x<pods>.json` and then draws
 //! `docs/src/img/rss.svg` (steady RSS per process, one group of bars per cluster) from every such
@@ -120,6 +122,17 @@ fn ours_only() -> bool {
     std::env::var("KUBE_REMEDIATOR_BENCH_ONLY").is_ok_and(|v| v == "remediator")
 }
 
+/// `KUBE_REMEDIATOR_BENCH_ALSO=label=path,...`: other builds of kube-remediator (or scripts
+/// that `exec` one), measured after its default on the populated cluster and shown by their
+/// label: how a change of build (an allocator, say) weighs on the same cluster, in the same run.
+fn other_builds() -> Vec<(String, std::path::PathBuf)> {
+    let spec = std::env::var("KUBE_REMEDIATOR_BENCH_ALSO").unwrap_or_default();
+    spec.split(',')
+        .filter_map(|entry| entry.split_once('='))
+        .map(|(label, path)| (label.trim().to_string(), std::path::PathBuf::from(path.trim())))
+        .collect()
+}
+
 /// Where the plot goes.
 fn svg_path() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/src/img/rss.svg")
@@ -135,6 +148,8 @@ enum Contender {
     Policies(usize),
     /// The Go peer in this `--mode`.
     Peer(&'static str),
+    /// Another build of kube-remediator, the `n`th of `KUBE_REMEDIATOR_BENCH_ALSO`.
+    Build(usize),
 }
 
 impl Contender {
@@ -144,6 +159,7 @@ impl Contender {
             Contender::Remediator(Some(how)) => format!("kube-remediator, {how} lists"),
             Contender::Policies(n) => format!("kube-remediator, {n} policies"),
             Contender::Peer(mode) => format!("Go peer, {mode}"),
+            Contender::Build(n) => format!("kube-remediator, {}", other_builds()[n].0),
         }
     }
 
@@ -152,6 +168,7 @@ impl Contender {
             Contender::Remediator(how) => format!("remediator-{}", how.unwrap_or("default")),
             Contender::Policies(n) => format!("remediator-{n}-policies"),
             Contender::Peer(mode) => format!("peer-{mode}"),
+            Contender::Build(n) => format!("remediator-build-{n}"),
         }
     }
 }
@@ -262,7 +279,7 @@ async fn scenario(cluster: &Cluster, peer: &Path, versions: &str) -> Result<()> 
     let one = env.pods().get(&one.metadata.name.clone().unwrap_or_default()).await?;
     let bytes = serde_json::to_vec(&one)?.len();
     let populated = format!("{created} pods on {nodes} nodes");
-    let contenders = if ours_only() {
+    let mut contenders = if ours_only() {
         vec![Contender::Remediator(Some("streaming"))]
     } else if large() {
         vec![
@@ -280,6 +297,7 @@ async fn scenario(cluster: &Cluster, peer: &Path, versions: &str) -> Result<()> 
             Contender::Peer("tuned"),
         ]
     };
+    contenders.splice(1..1, (0..other_builds().len()).map(Contender::Build));
     let churn_rate = size("KUBE_REMEDIATOR_BENCH_CHURN", CHURN_RATE);
     for contender in contenders {
         let extra = match contender {
@@ -422,7 +440,7 @@ async fn scenario(cluster: &Cluster, peer: &Path, versions: &str) -> Result<()> 
     }
     let results: Vec<plot::ProcessResult> = rows
         .iter()
-        .filter(|r| !matches!(r.contender, Contender::Policies(_)))
+        .filter(|r| !matches!(r.contender, Contender::Policies(_) | Contender::Build(_)))
         .map(|Row { contender, cluster, m }| plot::ProcessResult {
             process: contender.label(),
             cluster: if cluster == "empty" { "empty" } else { "populated" }.into(),
@@ -457,12 +475,13 @@ async fn measure_one<F: std::future::Future<Output = Result<()>>>(
     let (kubeconfig, user) = measure::identity(client, cluster, &name).await?;
     let addr = free_addr()?;
     let command = match contender {
-        Contender::Remediator(_) | Contender::Policies(_) => {
-            let how = match contender {
-                Contender::Remediator(how) => how,
-                _ => None,
+        Contender::Remediator(_) | Contender::Policies(_) | Contender::Build(_) => {
+            let (how, binary) = match contender {
+                Contender::Remediator(how) => (how, support::operator::binary()),
+                Contender::Build(n) => (None, other_builds()[n].1.clone()),
+                _ => (None, support::operator::binary()),
             };
-            let mut c = Command::new(support::operator::binary());
+            let mut c = Command::new(binary);
             c.args(["run", "--policy-selector"])
                 .arg(format!("{TEST_LABEL}={}", env.name))
                 .args(["--instance", &format!("bench-{name}")])
