@@ -468,7 +468,13 @@ async fn finalizer_dry_run(env: &TestEnv) -> Result<()> {
     let patch = json!({ "spec": { "mode": "Enforce" } });
     env.policies().patch(&env.name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
     wait_gone(env, "held", &pod_uid, ACT_WITHIN).await?;
-    let writes = cluster.operator_pod_writes(&env.namespace, Some("held"))?;
+    // The API server writes a request's audit entry once its response is sent: the pod can be
+    // seen gone a moment before its PATCH is in the log.
+    let writes = wait_for("the operator's PATCH of held in the audit log", ACT_WITHIN, || async {
+        let writes = cluster.operator_pod_writes(&env.namespace, Some("held"))?;
+        Ok((!writes.is_empty()).then_some(writes))
+    })
+    .await?;
     ensure!(
         writes.len() == 1 && writes[0].verb == "patch",
         "expected one PATCH of held once in Enforce: {writes:?}"
