@@ -409,6 +409,15 @@ pub struct PodView {
 }
 
 impl PodView {
+    /// Its deletion as we timed it, if we saw it: time on a live node is counted from here.
+    pub fn live_deletion(&self) -> Option<super::action::LiveDeletion> {
+        Some(super::action::LiveDeletion {
+            seen: self.terminating_seen?,
+            deletion: self.deletion_timestamp?,
+            grace_s: self.deletion_grace_seconds.unwrap_or(0),
+        })
+    }
+
     /// The per-owner budget key; `None` for bare pods.
     pub fn owner_key(&self) -> Option<OwnerKey> {
         self.owner.as_ref().map(|o| OwnerKey {

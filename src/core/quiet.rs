@@ -54,8 +54,7 @@ pub fn quiet_until<'a>(
     let until = if is_final_delete(pod) {
         add(now, FINAL_DELETE_SETTLE)
     } else {
-        let grace = SignedDuration::from_secs(pod.deletion_grace_seconds.unwrap_or(0).max(0));
-        deleted_at.min(add(pod.terminating_seen?, grace))
+        deleted_at.min(pod.live_deletion()?.grace_ended())
     };
     if until <= now {
         return None;

@@ -21,7 +21,7 @@ use jiff::{SignedDuration, Timestamp};
 
 use self::live_node_stuck::StuckPod;
 use self::release_gates::{Gate, Release, fencing_requirement, selected_kind};
-use super::action::{Act, Action, ForceDelete, LiveDeletion, PodTarget, RemoveFinalizers};
+use super::action::{Act, Action, ForceDelete, PodTarget, RemoveFinalizers};
 use super::evidence::Suspension;
 use super::node::{NodeState, NodeSummary};
 use super::observed::{NodeObservation, NodeView, Observed, PodView};
@@ -99,7 +99,7 @@ pub fn release_terminating_pods(
                     blocks_rollout: pod.blocks_rollout.clone(),
                     lease_renewed: node.lease_renewed,
                     fencing_required,
-                    live: live_deletion(pod).filter(|_| live_node),
+                    live: pod.live_deletion().filter(|_| live_node),
                     death: node.death.clone().filter(|_| !live_node),
                 }))
             }
@@ -109,7 +109,7 @@ pub fn release_terminating_pods(
                     remove,
                     current,
                     death: node.death.clone(),
-                    live: live_deletion(pod).filter(|_| node.death.is_none()),
+                    live: pod.live_deletion().filter(|_| node.death.is_none()),
                 };
                 // Done (or recorded in DryRun) once per pod, not at every reconcile.
                 if observed.acted_pods.contains(&removal.acted_key()) {
@@ -155,7 +155,7 @@ fn pod_gate(
     {
         // Time on a live node is ours: from when we saw the pod's deletion, plus its grace
         // period; never the API server's deletionTimestamp against our clock.
-        let Some(live) = live_deletion(pod) else {
+        let Some(live) = pod.live_deletion() else {
             return (Gate::Blocked(NotEligible::CachesNotSynced, None), None);
         };
         let ours = live.grace_ended();
@@ -168,15 +168,6 @@ fn pod_gate(
         };
     }
     (dead_node_gate(pod, node, observed, policy, deleted_at, now), None)
-}
-
-/// The pod's deletion as we timed it, if we saw it: time on a live node is counted from here.
-fn live_deletion(pod: &PodView) -> Option<LiveDeletion> {
-    Some(LiveDeletion {
-        seen: pod.terminating_seen?,
-        deletion: pod.deletion_timestamp?,
-        grace_s: pod.deletion_grace_seconds.unwrap_or(0),
-    })
 }
 
 /// A pod through the rules that release pods from dead nodes.
