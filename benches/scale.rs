@@ -278,8 +278,8 @@ fn heap_profile() {
     let other = field(&views, |v| {
         (
             v.control.managed_by.clone(),
-            v.control.out_of_service_applied_by.clone(),
-            v.control.record.policy.clone(),
+            v.control.rare.out_of_service_applied_by.clone(),
+            v.control.rare.record.policy.clone(),
         )
     });
     let fields = [boxed, name, uid, labels, taints, volumes, other];

@@ -81,7 +81,9 @@ use proptest::test_runner::{RngSeed, TestCaseError};
 
 use crate::adapters::{NODE_LEASE_NAMESPACE, WatchedPod, node_record_json};
 use crate::core::evidence::{Drought, EvidenceWindow};
-use crate::core::observed::{NodeControl, NodeObservation, NodeView, Outage, Readiness};
+use crate::core::observed::{
+    NodeControl, NodeObservation, NodeView, Outage, Rare, RareControl, Readiness,
+};
 use crate::core::undo_changes;
 use crate::core::zones::{ZONE_LABEL, ZoneHold, held_zones};
 use crate::core::{
@@ -2097,11 +2099,12 @@ fn zone_history(nodes: &[ZoneNode]) -> Result<(), TestCaseError> {
                 },
                 ..view.observation
             };
+            let last_outage = outage.map(|(ago, lasted)| {
+                let to = now - u64::from(ago) * 1000;
+                Outage { from: ts(to - u64::from(lasted) * 1000), to: ts(to) }
+            });
             view.control = NodeControl {
-                last_outage: outage.map(|(ago, lasted)| {
-                    let to = now - u64::from(ago) * 1000;
-                    Outage { from: ts(to - u64::from(lasted) * 1000), to: ts(to) }
-                }),
+                rare: Rare::new(RareControl { last_outage, ..RareControl::default() }),
                 ..NodeControl::default()
             };
             view

@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::Node;
 use crate::core::rollouts::{ReplicaSetView, WorkloadKind, WorkloadView};
 use crate::core::{
     Labels, Lifecycle, ManagedBy, NodeControl, NodeObservation, NodeRecord, NodeView, OwnerRef,
-    PodView, Readiness,
+    PodView, Rare, RareControl, Readiness,
 };
 use crate::crd::{
     CONTROL_PLANE_LABELS, EXCLUDE_ANNOTATION, GRACEFUL_SHUTDOWN_CONDITION, MAINTENANCE_CONDITIONS,
@@ -129,18 +129,20 @@ pub fn node_view(node: &Node) -> NodeView {
                 .iter()
                 .any(|l| labels.is_some_and(|labels| labels.contains_key(*l))),
             managed_by: managed_by(node),
-            lifecycle: lifecycle(node),
-            out_of_service_applied_by: annotations
-                .and_then(|a| a.get(OUT_OF_SERVICE_APPLIED_BY))
-                .cloned(),
-            record: annotations
-                .and_then(|a| a.get(NODE_ACTIONS_ANNOTATION))
-                .map(|json| node_record(json))
-                .unwrap_or_default(),
             ready_seen: None,
             left_ready_seen: None,
-            last_outage: None,
-            deleted_by_us: None,
+            rare: Rare::new(RareControl {
+                lifecycle: lifecycle(node),
+                out_of_service_applied_by: annotations
+                    .and_then(|a| a.get(OUT_OF_SERVICE_APPLIED_BY))
+                    .cloned(),
+                record: annotations
+                    .and_then(|a| a.get(NODE_ACTIONS_ANNOTATION))
+                    .map(|json| node_record(json))
+                    .unwrap_or_default(),
+                last_outage: None,
+                deleted_by_us: None,
+            }),
         },
         labels: labels.map(Labels::from).unwrap_or_default(),
         excluded: excluded(annotations),

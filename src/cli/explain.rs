@@ -165,9 +165,9 @@ fn node_facts(observed: &Observed, node: &str) -> Value {
         "name": node, "exists": !view.deleted, "ready": obs.readiness.as_str(),
         "leaseRenewTime": obs.lease_renewed.map(|t| t.to_string()),
         "unschedulable": obs.unschedulable, "taints": obs.taints,
-        "maintenance": view.control.lifecycle.maintenance,
-        "maintenancePlanned": view.control.lifecycle.maintenance_planned,
-        "gracefulShutdown": view.control.lifecycle.shutting_down,
+        "maintenance": view.control.rare.lifecycle.maintenance,
+        "maintenancePlanned": view.control.rare.lifecycle.maintenance_planned,
+        "gracefulShutdown": view.control.rare.lifecycle.shutting_down,
         "managedBy": view.control.managed_by.as_ref().map(|m| m.to_string()),
         "volumesInUse": obs.volumes_in_use,
     })

@@ -167,12 +167,14 @@ fn one_shot_observed(state: &ClusterState, listed_at: Timestamp, now: Timestamp)
             obs.not_ready_seen = Some(transition.min(listed_at));
             obs.not_ready_from_stamp = true;
         }
-        let lifecycle = &mut node.control.lifecycle;
+        let lifecycle = &node.control.rare.lifecycle;
         if lifecycle.shutdown_seen.is_some_and(|seen| seen <= listed_at)
             && let Some(transition) = lifecycle.shutdown_transition
         {
-            lifecycle.shutdown_seen = Some(transition.min(listed_at));
-            lifecycle.shutdown_from_stamp = true;
+            node.control.rare.update(|r| {
+                r.lifecycle.shutdown_seen = Some(transition.min(listed_at));
+                r.lifecycle.shutdown_from_stamp = true;
+            });
         }
     }
     // A pod Terminating since before the listing is dated by its deletionTimestamp less its

@@ -75,7 +75,8 @@ pub use node::{
 pub use node_notices::{NODE_LEFT_ALONE, NodeNotice, new_node_notices, nodes_left_alone};
 pub use observed::{
     Acting, Backoff, CircuitMemory, Lifecycle, ManagedBy, NodeControl, NodeObservation, NodeRecord,
-    NodeView, Observed, Outage, OwnerKey, OwnerRef, PastAction, PodView, Readiness, StormInput,
+    NodeView, Observed, Outage, OwnerKey, OwnerRef, PastAction, PodView, Rare, RareControl,
+    Readiness, StormInput,
 };
 pub use pending_resolution::{PodNow, node_action_took_effect, resolve_failed, resolve_pending};
 pub use plan::{Plan, PlanCounts, plan};

@@ -152,7 +152,7 @@ impl NodeHold {
 /// What holds a node at `now`, most encompassing first: a maintenance (unless the policy
 /// ignores it), a graceful shutdown whose grace has not passed, another tool.
 pub fn node_hold(view: &NodeView, policy: &ValidatedPolicy, now: Timestamp) -> Option<NodeHold> {
-    let lifecycle = &view.control.lifecycle;
+    let lifecycle = &view.control.rare.lifecycle;
     if let Some(condition) = lifecycle.maintenance.filter(|_| policy.lifecycle.respect_maintenance)
     {
         return Some(NodeHold::InMaintenance { condition });
@@ -239,7 +239,7 @@ pub fn summarize_node(
 ) -> NodeSummary {
     let obs = &view.observation;
     // Our own deletion of the Node is no evidence for our own decisions.
-    let deleted_by_someone_else = view.deleted && view.control.deleted_by_us.is_none();
+    let deleted_by_someone_else = view.deleted && view.control.rare.deleted_by_us.is_none();
     let fenced_by = fencing_evidence(
         obs,
         &own_taint_aside(&policy.fencing, &view.control),
@@ -257,7 +257,7 @@ pub fn summarize_node(
         held_alive,
         death: None,
         hold: node_hold(view, policy, now),
-        shutdown_seen: view.control.lifecycle.shutdown_seen,
+        shutdown_seen: view.control.rare.lifecycle.shutdown_seen,
     };
     let Some(since) = evidence_since else {
         let state = if view.deleted || obs.readiness != Readiness::Ready {
@@ -272,7 +272,7 @@ pub fn summarize_node(
             None,
         );
     };
-    if view.deleted && view.control.deleted_by_us.is_some() {
+    if view.deleted && view.control.rare.deleted_by_us.is_some() {
         let why = "its Node object was deleted by this operator: our own write is no evidence \
                    for our own decisions (PodGC releases the pods of a deleted Node)";
         return summary(NodeState::Unhealthy, None, why.into(), None);

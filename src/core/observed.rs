@@ -149,8 +149,22 @@ pub struct NodeControl {
     /// Labelled `node-role.kubernetes.io/control-plane` (or `master`): never deleted.
     pub control_plane: bool,
     /// Another tool that manages this node's remediation (Cluster API, Karpenter, medik8s),
-    /// if any: node actions leave the node to it.
+    /// if any: node actions leave the node to it. Inline: where one tool manages a cluster,
+    /// it manages every node.
     pub managed_by: Option<ManagedBy>,
+    /// When the operator saw the node Ready again, by its own clock (`None` while not Ready).
+    pub ready_seen: Option<Timestamp>,
+    /// When the operator saw the node leave Ready, by its own clock, if it saw the change
+    /// itself (a node first seen not Ready has none): kept while it stays not Ready.
+    pub left_ready_seen: Option<Timestamp>,
+    /// What is rarely set on a node: read through it as if inline, changed with
+    /// [`Rare::update`].
+    pub rare: Rare,
+}
+
+/// The parts of a node's [`NodeControl`] that a healthy node in a quiet cluster leaves unset.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RareControl {
     /// Its node lifecycle conditions (maintenance, drain, graceful shutdown).
     pub lifecycle: Lifecycle,
     /// The annotation `node.kubernetes.io/out-of-service-applied-by`: who applied the node's
@@ -158,17 +172,73 @@ pub struct NodeControl {
     pub out_of_service_applied_by: Option<String>,
     /// What this operator did to the node, from its annotation.
     pub record: NodeRecord,
-    /// When the operator saw the node Ready again, by its own clock (`None` while not Ready).
-    pub ready_seen: Option<Timestamp>,
-    /// When the operator saw the node leave Ready, by its own clock, if it saw the change
-    /// itself (a node first seen not Ready has none): kept while it stays not Ready.
-    pub left_ready_seen: Option<Timestamp>,
     /// The last outage the operator watched from its start to its end (Ready left, then Ready
     /// again), by its own clock: what a stale Ready=False pod must have come with.
     pub last_outage: Option<Outage>,
     /// A tombstone ([`NodeView::deleted`]) of a Node this operator deleted itself, and when:
     /// its own write, never evidence for its own decisions.
     pub deleted_by_us: Option<Timestamp>,
+}
+
+/// Every part of [`RareControl`] unset: what [`Rare`] reads as while it holds nothing.
+static UNSET: RareControl = RareControl {
+    lifecycle: Lifecycle {
+        maintenance: None,
+        maintenance_planned: false,
+        shutting_down: false,
+        shutdown_transition: None,
+        shutdown_seen: None,
+        shutdown_from_stamp: false,
+    },
+    out_of_service_applied_by: None,
+    record: NodeRecord { policy: None, cordoned: None, tainted: None },
+    last_outage: None,
+    deleted_by_us: None,
+};
+
+/// A node's [`RareControl`], behind a box that exists only while some part of it is set: a
+/// node pays one pointer for them (they would take about 240 bytes inline, on every node).
+/// Reads go through `Deref`; the only way to change them, [`Rare::update`], drops the box again
+/// once everything is unset, so two equal values are also equal in memory use.
+#[derive(Clone, Default)]
+pub struct Rare(Option<Box<RareControl>>);
+
+impl Rare {
+    pub fn new(parts: RareControl) -> Self {
+        Rare((parts != UNSET).then(|| Box::new(parts)))
+    }
+
+    /// Changes the rare parts in place.
+    pub fn update<R>(&mut self, change: impl FnOnce(&mut RareControl) -> R) -> R {
+        let parts = self.0.get_or_insert_with(Box::default);
+        let result = change(parts);
+        if **parts == UNSET {
+            self.0 = None;
+        }
+        result
+    }
+}
+
+impl std::ops::Deref for Rare {
+    type Target = RareControl;
+
+    fn deref(&self) -> &RareControl {
+        self.0.as_deref().unwrap_or(&UNSET)
+    }
+}
+
+impl PartialEq for Rare {
+    fn eq(&self, other: &Rare) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for Rare {}
+
+impl fmt::Debug for Rare {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        RareControl::fmt(self, f)
+    }
 }
 
 /// Another tool that manages a node, and the label, annotation, taint or finalizer that says
@@ -238,8 +308,8 @@ impl NodeControl {
     /// Whether the node's out-of-service taint may be ours: our record names one, or the
     /// applied-by annotation names us. Ours is never evidence for our own decisions.
     pub fn taint_may_be_ours(&self) -> bool {
-        self.record.tainted.is_some()
-            || self.out_of_service_applied_by.as_deref() == Some(crate::crd::APPLIED_BY_US)
+        self.rare.record.tainted.is_some()
+            || self.rare.out_of_service_applied_by.as_deref() == Some(crate::crd::APPLIED_BY_US)
     }
 }
 
@@ -653,5 +723,33 @@ mod tests {
         assert!(obs.has_taint_key("bare-key"));
         assert!(!obs.has_taint_key("node.kubernetes.io"));
         assert!(!obs.has_taint_key(SHUTDOWN_TAINT));
+    }
+
+    #[test]
+    fn a_nodes_rare_parts_take_a_box_only_while_set() {
+        let mut rare = Rare::default();
+        assert!(rare.0.is_none());
+        assert_eq!(rare.record.cordoned, None, "unset parts read as unset");
+        let at = Timestamp::UNIX_EPOCH + jiff::SignedDuration::from_secs(1_000);
+        rare.update(|r| r.record.cordoned = Some(at));
+        assert_eq!(rare.record.cordoned, Some(at));
+        assert!(rare.0.is_some());
+        assert_ne!(rare, Rare::default());
+        rare.update(|r| r.record.cordoned = None);
+        assert!(rare.0.is_none(), "the box goes once everything is unset again");
+        assert_eq!(rare, Rare::default());
+        assert!(Rare::new(RareControl::default()).0.is_none());
+        let set = RareControl { deleted_by_us: Some(at), ..RareControl::default() };
+        assert_eq!(Rare::new(set.clone()).deleted_by_us, Some(at));
+        assert_eq!(Rare::new(set.clone()), Rare::new(set));
+    }
+
+    #[test]
+    fn a_node_view_stays_small() {
+        // What every node keeps inline (benchmarks: "What a node costs"); the rare parts are
+        // one pointer.
+        assert_eq!(std::mem::size_of::<Rare>(), 8);
+        let size = std::mem::size_of::<NodeView>();
+        assert!(size <= 400, "NodeView grew to {size} bytes");
     }
 }

@@ -84,12 +84,13 @@ pub fn node_action_took_effect(record: &RecentAction, node: Option<&NodeView>) -
     match (record.action, same) {
         (ActionKind::DeleteNode, None) => true,
         (ActionKind::Cordon, Some(n)) => {
-            n.observation.unschedulable && n.control.record.cordoned.is_some()
+            n.observation.unschedulable && n.control.rare.record.cordoned.is_some()
         }
         (ActionKind::OutOfServiceTaint, Some(n)) => {
-            n.observation.has_taint_key(OUT_OF_SERVICE_TAINT) && n.control.record.tainted.is_some()
+            n.observation.has_taint_key(OUT_OF_SERVICE_TAINT)
+                && n.control.rare.record.tainted.is_some()
         }
-        (ActionKind::UndoNodeActions, Some(n)) => n.control.record.is_empty(),
+        (ActionKind::UndoNodeActions, Some(n)) => n.control.rare.record.is_empty(),
         _ => false,
     }
 }
@@ -249,7 +250,7 @@ mod failed_tests {
             NodeRecord { policy: None, cordoned: Some(jiff::Timestamp::UNIX_EPOCH), tainted: None };
         let cordoned = node(&|n| {
             n.observation.unschedulable = true;
-            n.control.record = ours.clone();
+            n.control.rare.update(|r| r.record = ours.clone());
         });
         let replaced = node(&|n| n.control.uid = "new".into());
         let plain = node(&|_| {});

@@ -231,7 +231,7 @@ fn cluster_reading(observed: &Observed, now: Timestamp) -> Circuit {
     for node in &observed.nodes {
         if node.deleted {
             let recent = |at: Timestamp| now.duration_since(at) < OWN_DELETIONS_COUNT_FOR;
-            if node.control.deleted_by_us.is_some_and(recent) {
+            if node.control.rare.deleted_by_us.is_some_and(recent) {
                 total += 1;
                 unhealthy += 1;
             }
@@ -1548,7 +1548,7 @@ mod tests {
     #[test]
     fn nodes_we_deleted_keep_counting_in_the_cluster_storm_guard() {
         let mut ours = NodeView::deleted_unknown("gone-ours");
-        ours.control.deleted_by_us = Some(t(9, 0));
+        ours.control.rare.update(|r| r.deleted_by_us = Some(t(9, 0)));
         let theirs = NodeView::deleted_unknown("gone-theirs");
         let mut obs = observed(vec![node("n-ready", "ready"), ours, theirs], vec![]);
         obs.storm.cluster_limit = Some(MaxUnhealthy::Count(5));
@@ -1621,7 +1621,7 @@ mod tests {
         ];
         for r in table {
             let mut n = node("n-dead", "dead");
-            (r.lifecycle)(&mut n.control.lifecycle);
+            n.control.rare.update(|rare| (r.lifecycle)(&mut rare.lifecycle));
             if r.karpenter {
                 n.control.managed_by =
                     Some(ManagedBy { tool: "Karpenter", marker: "karpenter.sh/nodepool".into() });
@@ -1649,7 +1649,7 @@ mod tests {
                 assert_eq!(plan.next_deadline, Some(next), "{}", r.case);
             }
             // Every action carries the instant the shutdown was seen, for the kernel.
-            let seen = obs.nodes[0].control.lifecycle.shutdown_seen;
+            let seen = obs.nodes[0].control.rare.lifecycle.shutdown_seen;
             for a in &plan.actions {
                 assert_eq!(a.act().target().shutdown_seen(), seen, "{}", r.case);
             }

@@ -75,7 +75,7 @@ pub fn held_zones(nodes: &[impl Borrow<NodeView>], now: Timestamp) -> BTreeMap<S
             }
             // Some back, some still out: held while every node back returned lately.
             let returns: Option<Vec<Timestamp>> =
-                ready.iter().map(|n| n.control.last_outage.map(|o| o.to)).collect();
+                ready.iter().map(|n| n.control.rare.last_outage.map(|o| o.to)).collect();
             let first = returns?.into_iter().min()?;
             let until = add(first, ZONE_COOLDOWN);
             (now < until).then(|| (zone.to_string(), ZoneHold::Returning { nodes, until }))
@@ -99,7 +99,9 @@ mod tests {
         n.observation.readiness =
             if down.is_some() { Readiness::Unknown } else { Readiness::Ready };
         n.observation.not_ready_seen = down.map(at);
-        n.control.last_outage = back.map(|b| Outage { from: at(b - 100), to: at(b) });
+        n.control
+            .rare
+            .update(|r| r.last_outage = back.map(|b| Outage { from: at(b - 100), to: at(b) }));
         if let Some((label, zone)) = zone {
             n.labels.insert(label, zone);
         }

@@ -26,8 +26,8 @@ use crate::core::rollouts::{
     ReplicaSetView, RolloutAnalysis, WorkloadKind, WorkloadRef, WorkloadView, blocked_rollouts,
 };
 use crate::core::{
-    EvidenceWindow, NodeObservation, NodeView, OWN_DELETIONS_COUNT_FOR, Observed, Outage,
-    PastAction, PodView, Readiness, Suspension, lease_drought,
+    EvidenceWindow, NodeControl, NodeObservation, NodeView, OWN_DELETIONS_COUNT_FOR, Observed,
+    Outage, PastAction, PodView, Readiness, Suspension, lease_drought,
 };
 
 /// The kinds the operator watches.
@@ -271,7 +271,7 @@ impl ClusterState {
         self.tombstones.remove(&name);
         let before = self.nodes.live.get(&name).filter(|b| b.control.uid == view.control.uid);
         let was_ready = before.map(|b| b.observation.readiness == Readiness::Ready);
-        let last_outage = before.and_then(|b| b.control.last_outage);
+        let last_outage = before.and_then(|b| b.control.rare.last_outage);
         // The kubelet posted the node's status: a sign of life, timed when we saw it.
         view.observation.heartbeat_seen = match before {
             Some(b) if b.observation.ready_heartbeat != view.observation.ready_heartbeat => {
@@ -281,10 +281,10 @@ impl ClusterState {
             None => None,
         };
         // A graceful shutdown is timed from when we saw it begin, by our clock.
-        if view.control.lifecycle.shutting_down {
-            let earlier = before.filter(|b| b.control.lifecycle.shutting_down);
-            view.control.lifecycle.shutdown_seen =
-                earlier.and_then(|b| b.control.lifecycle.shutdown_seen).or(Some(now));
+        if view.control.rare.lifecycle.shutting_down {
+            let earlier = before.filter(|b| b.control.rare.lifecycle.shutting_down);
+            let seen = earlier.and_then(|b| b.control.rare.lifecycle.shutdown_seen).or(Some(now));
+            view.control.rare.update(|r| r.lifecycle.shutdown_seen = seen);
         }
         if view.observation.readiness != Readiness::Ready {
             view.observation.not_ready_seen = match before {
@@ -297,18 +297,19 @@ impl ClusterState {
                 Some(b) => b.control.left_ready_seen,
                 None => None,
             };
-            view.control.last_outage = last_outage;
+            set_last_outage(&mut view.control, last_outage);
         } else {
             view.control.ready_seen = match before {
                 Some(b) if was_ready == Some(true) => b.control.ready_seen.or(Some(now)),
                 _ => Some(now),
             };
-            view.control.last_outage = match before {
+            let outage = match before {
                 Some(b) if was_ready == Some(false) => {
                     b.control.left_ready_seen.map(|from| Outage { from, to: now }).or(last_outage)
                 }
                 _ => last_outage,
             };
+            set_last_outage(&mut view.control, outage);
         }
         let unready =
             matches!(view.observation.readiness, Readiness::NotReady | Readiness::Unknown);
@@ -389,7 +390,8 @@ impl ClusterState {
             set_lease(&mut view.observation, None);
             view.deleted = true;
             // Ours for good: the mark outlives the storm guard's window of our deletions.
-            view.control.deleted_by_us = self.own_node_deletions.get(&view.control.uid).copied();
+            let ours = self.own_node_deletions.get(&view.control.uid).copied();
+            view.control.rare.update(|r| r.deleted_by_us = ours);
             self.tombstones.insert(name.to_string(), (view, now));
         }
         self.nodes.remove(name);
@@ -404,7 +406,7 @@ impl ClusterState {
         self.own_node_deletions.insert(uid.to_string(), at);
         // The watch may have delivered the deletion first.
         for (view, _) in self.tombstones.values_mut().filter(|(v, _)| v.control.uid == uid) {
-            view.control.deleted_by_us = Some(at);
+            view.control.rare.update(|r| r.deleted_by_us = Some(at));
         }
     }
 
@@ -704,6 +706,7 @@ impl ClusterState {
         self.tombstones.retain(|name, (view, _)| {
             let counted = view
                 .control
+                .rare
                 .deleted_by_us
                 .is_some_and(|at| now.duration_since(at) < OWN_DELETIONS_COUNT_FOR);
             referenced.contains(name.as_str()) || own.contains_key(&view.control.uid) || counted
@@ -717,6 +720,7 @@ impl ClusterState {
         self.tombstones.iter().filter_map(move |(name, (view, _))| {
             let ours = view
                 .control
+                .rare
                 .deleted_by_us
                 .or(self.own_node_deletions.get(&view.control.uid).copied());
             let counted = ours.is_some_and(|at| now.duration_since(at) < OWN_DELETIONS_COUNT_FOR);
@@ -724,7 +728,7 @@ impl ClusterState {
                 return None;
             }
             let mut view = view.clone();
-            view.control.deleted_by_us = ours;
+            view.control.rare.update(|r| r.deleted_by_us = ours);
             Some(view)
         })
     }
@@ -816,6 +820,14 @@ impl ClusterState {
     }
 }
 
+/// Carries the node's last watched outage into its new view; on the hot path of every node
+/// update, so a node that never had one gets no box for its rare parts.
+fn set_last_outage(control: &mut NodeControl, outage: Option<Outage>) {
+    if control.rare.last_outage != outage {
+        control.rare.update(|r| r.last_outage = outage);
+    }
+}
+
 /// A node's Lease instants as the planner reads them: its `renewTime` and when we saw it.
 fn set_lease(observation: &mut NodeObservation, lease: Option<LeaseRecord>) {
     (observation.lease_renewed, observation.lease_seen, observation.lease_duration_s) =
@@ -902,7 +914,7 @@ mod tests {
         };
         let shutdown_seen = |s: &ClusterState| {
             let observed = s.observe(at(1000), Vec::new(), BTreeSet::new());
-            observed.nodes[0].control.lifecycle.shutdown_seen
+            observed.nodes[0].control.rare.lifecycle.shutdown_seen
         };
         // The condition's lastTransitionTime (another clock) is not when we saw it.
         s.apply_node(&shutting("True", "2020-01-01T00:00:00Z"), at(10));
@@ -1068,13 +1080,13 @@ mod tests {
         s.delete_node("n1", at(5));
         let observed = s.observe(at(6), Vec::new(), BTreeSet::new());
         let gone = view(&observed, "n1").expect("a tombstone while a pod is on it");
-        assert!(gone.deleted && gone.control.deleted_by_us.is_none());
+        assert!(gone.deleted && gone.control.rare.deleted_by_us.is_none());
         // A Node we deleted ourselves: marked ours, and kept for the storm guard without pods.
         s.node_deleted_by_us("u2", at(7));
         s.delete_node("n2", at(7));
         s.refresh_evidence(at(8));
         let observed = s.observe(at(8), Vec::new(), BTreeSet::new());
-        assert_eq!(view(&observed, "n2").and_then(|n| n.control.deleted_by_us), Some(at(7)));
+        assert_eq!(view(&observed, "n2").and_then(|n| n.control.rare.deleted_by_us), Some(at(7)));
         // Re-created under the same name: a new node, not the deleted one.
         s.apply_node(&node_with_uid("n1", "u3", "True"), at(9));
         let observed = s.observe(at(9), Vec::new(), BTreeSet::new());
@@ -1091,13 +1103,13 @@ mod tests {
         s.apply_node(&node("n1", "Unknown"), at(10));
         s.apply_node(&node("n1", "True"), at(40));
         let observed = s.observe(at(41), Vec::new(), BTreeSet::new());
-        let outage = view(&observed, "n1").and_then(|n| n.control.last_outage);
+        let outage = view(&observed, "n1").and_then(|n| n.control.rare.last_outage);
         assert_eq!(outage, Some(crate::core::Outage { from: at(10), to: at(40) }));
         // A node first seen not Ready: its outage's start was not watched.
         let mut fresh = synced(0, &[("n2", "Unknown")]);
         fresh.apply_node(&node("n2", "True"), at(40));
         let observed = fresh.observe(at(41), Vec::new(), BTreeSet::new());
-        assert_eq!(view(&observed, "n2").and_then(|n| n.control.last_outage), None);
+        assert_eq!(view(&observed, "n2").and_then(|n| n.control.rare.last_outage), None);
     }
 
     #[test]

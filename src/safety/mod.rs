@@ -161,7 +161,7 @@ fn enforcing(write: &Write<'_>) -> Result<(), Refusal> {
 /// the fresh read has no conditions: the other invariants decide.
 fn node_lifecycle(write: &Write<'_>) -> Result<(), Refusal> {
     let Some(node) = &write.look.node else { return Ok(()) };
-    let (lifecycle, settings) = (&node.control.lifecycle, write.policy.lifecycle);
+    let (lifecycle, settings) = (&node.control.rare.lifecycle, write.policy.lifecycle);
     if let Some(condition) = lifecycle.maintenance.filter(|_| settings.respect_maintenance) {
         return refuse(
             Invariant::NodeLifecycle,
@@ -472,7 +472,7 @@ fn undo(write: &Write<'_>, node: &FreshNode) -> Result<(), Refusal> {
     if node.observation.readiness != Readiness::Ready {
         return refuse(Invariant::UndoOnlyOurs, "the node is not Ready: our changes stay");
     }
-    let record = &node.control.record;
+    let record = &node.control.rare.record;
     let cordon_ours = record.cordoned.is_some()
         && !node.cordon_managers.is_empty()
         && node.cordon_managers.iter().all(|m| m == FIELD_MANAGER);
@@ -489,7 +489,7 @@ fn undo(write: &Write<'_>, node: &FreshNode) -> Result<(), Refusal> {
         );
     }
     if changes.remove_taint
-        && node.control.out_of_service_applied_by.as_deref() != Some(APPLIED_BY_US)
+        && node.control.rare.out_of_service_applied_by.as_deref() != Some(APPLIED_BY_US)
     {
         return refuse(
             Invariant::UndoOnlyOurs,

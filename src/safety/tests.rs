@@ -142,11 +142,13 @@ fn force_deletes() {
     };
     let shutdown = || Some(node(Readiness::Unknown, &[&format!("{SHUTDOWN_TAINT}:NoSchedule")]));
     let mut ours = node(Readiness::Unknown, &[&format!("{OUT_OF_SERVICE_TAINT}:NoExecute")]);
-    ours.control.record = NodeRecord { tainted: Some(t(30)), ..NodeRecord::default() };
+    ours.control
+        .rare
+        .update(|r| r.record = NodeRecord { tainted: Some(t(30)), ..NodeRecord::default() });
     let theirs = node(Readiness::Unknown, &[&format!("{OUT_OF_SERVICE_TAINT}:NoExecute")]);
     let applied_by = |who: &str| {
         let mut n = node(Readiness::Unknown, &[&format!("{OUT_OF_SERVICE_TAINT}:NoExecute")]);
-        n.control.out_of_service_applied_by = Some(who.to_string());
+        n.control.rare.update(|r| r.out_of_service_applied_by = Some(who.to_string()));
         Some(n)
     };
     let sts = Some(FencingRequirement::StatefulSet);
@@ -331,7 +333,9 @@ fn node_deletions_need_fencing_from_outside() {
         s.node_actions.assume_off_after = Some("60s".into());
     });
     let mut ours = node(Readiness::Unknown, &[&format!("{OUT_OF_SERVICE_TAINT}:NoExecute")]);
-    ours.control.record = NodeRecord { tainted: Some(t(30)), ..NodeRecord::default() };
+    ours.control
+        .rare
+        .update(|r| r.record = NodeRecord { tainted: Some(t(30)), ..NodeRecord::default() });
     let shutdown = node(Readiness::Unknown, &[&format!("{SHUTDOWN_TAINT}:NoSchedule")]);
     #[rustfmt::skip]
     let table = [
@@ -354,15 +358,17 @@ fn undo_only_what_is_still_ours() {
     let p = policy(|_| {});
     let ours = |managers: &[&str], added: Option<i64>| {
         let mut n = node(Readiness::Ready, &[]);
-        n.control.record = NodeRecord { policy: None, cordoned: Some(t(10)), tainted: Some(t(20)) };
-        n.control.out_of_service_applied_by = Some(APPLIED_BY_US.into());
+        n.control.rare.update(|r| {
+            r.record = NodeRecord { policy: None, cordoned: Some(t(10)), tainted: Some(t(20)) }
+        });
+        n.control.rare.update(|r| r.out_of_service_applied_by = Some(APPLIED_BY_US.into()));
         n.cordon_managers = managers.iter().map(|m| m.to_string()).collect();
         n.out_of_service_added = added.map(t);
         LastLook { pod: None, node: Some(n), lease_renewed: None, policy: enforcing() }
     };
     let applied = |mut look: LastLook<'static>, by: Option<&str>| {
         if let Some(n) = look.node.as_mut() {
-            n.control.out_of_service_applied_by = by.map(str::to_string);
+            n.control.rare.update(|r| r.out_of_service_applied_by = by.map(str::to_string));
         }
         look
     };
@@ -587,7 +593,7 @@ fn no_write_on_a_node_in_maintenance_or_shutting_down() {
     });
     let with = |f: &dyn Fn(&mut crate::core::Lifecycle)| {
         let mut n = node(Readiness::Unknown, &[]);
-        f(&mut n.control.lifecycle);
+        n.control.rare.update(|r| f(&mut r.lifecycle));
         LastLook {
             pod: Some(pod("pod-uid", true)),
             node: Some(n),
@@ -707,7 +713,7 @@ fn markings_need_the_opt_in_a_ready_pod_and_death_we_saw() {
         ..look(Some(ready), dead(), Some(-5))
     };
     let mut maintenance = node(Readiness::Unknown, &[]);
-    maintenance.control.lifecycle.maintenance = Some("MaintenanceInProgress");
+    maintenance.control.rare.update(|r| r.lifecycle.maintenance = Some("MaintenanceInProgress"));
     #[rustfmt::skip]
     let table = [
         ("a Ready pod on a node dead by what we watched", &p, mark(Some(watched())), look(Some(ready), dead(), Some(-5)), 40, Ok(())),

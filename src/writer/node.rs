@@ -100,7 +100,8 @@ fn node_patch(
     now: Timestamp,
 ) -> serde_json::Value {
     let view = node_view(node);
-    let mut record = NodeRecord { policy: Some(policy.name_any()), ..view.control.record.clone() };
+    let mut record =
+        NodeRecord { policy: Some(policy.name_any()), ..view.control.rare.record.clone() };
     let taints = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
     // Who applied the taint: ours with the taint, gone with it; never another tool's.
     let mut applied_by = None;

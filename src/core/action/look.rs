@@ -59,7 +59,7 @@ pub struct UndoChanges {
 /// annotation names us (`node.kubernetes.io/out-of-service-applied-by: kube-remediator`). The
 /// rest was changed by someone else since, and is theirs.
 pub fn undo_changes(node: &FreshNode) -> UndoChanges {
-    let record = &node.control.record;
+    let record = &node.control.rare.record;
     let managers = &node.cordon_managers;
     UndoChanges {
         uncordon: record.cordoned.is_some()
@@ -68,7 +68,7 @@ pub fn undo_changes(node: &FreshNode) -> UndoChanges {
             && managers.iter().all(|m| m == FIELD_MANAGER),
         remove_taint: record.tainted.is_some()
             && same_second(record.tainted, node.out_of_service_added)
-            && node.control.out_of_service_applied_by.as_deref() == Some(APPLIED_BY_US),
+            && node.control.rare.out_of_service_applied_by.as_deref() == Some(APPLIED_BY_US),
     }
 }
 
@@ -128,7 +128,7 @@ pub fn lifecycle_still_allows(
     now: Timestamp,
 ) -> Result<(), Skip> {
     let Some(node) = &look.node else { return Ok(()) };
-    let lifecycle = &node.control.lifecycle;
+    let lifecycle = &node.control.rare.lifecycle;
     if let Some(condition) = lifecycle.maintenance.filter(|_| settings.respect_maintenance) {
         return Err(Skip::NodeInMaintenance(condition));
     }

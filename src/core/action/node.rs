@@ -102,7 +102,7 @@ impl Act for NodeAction {
         }
         match self.kind {
             NodeActionKind::Cordon if obs.unschedulable => Err(Skip::AlreadyCordoned),
-            NodeActionKind::Cordon if node.control.record.cordoned.is_some() => {
+            NodeActionKind::Cordon if node.control.rare.record.cordoned.is_some() => {
                 Err(Skip::UncordonedByAdmin)
             }
             NodeActionKind::OutOfServiceTaint { .. }

@@ -51,7 +51,9 @@ pub fn evaluate(
                 on_dead_node(view, summary, dead_at, policy, acted, now, found);
             }
         }
-        NodeState::Healthy if acting.may_undo(&view.control.record, policy.node_actions.any()) => {
+        NodeState::Healthy
+            if acting.may_undo(&view.control.rare.record, policy.node_actions.any()) =>
+        {
             undo(view, policy, acted, now, found)
         }
         NodeState::Healthy => {}
@@ -95,13 +97,13 @@ fn on_dead_node(
     // An admin who uncordons a node we cordoned has the last word until it recovers.
     if let Some(d) = a.cordon_after
         && !obs.unschedulable
-        && control.record.cordoned.is_none()
+        && control.rare.record.cordoned.is_none()
     {
         due(NodeActionKind::Cordon, add(dead_at, d), format!("cordonAfter {} passed", after(d)));
     }
     if let Some(d) = a.out_of_service_taint_after
         && !obs.has_taint(OUT_OF_SERVICE_TAINT, "NoExecute")
-        && control.record.tainted.is_none()
+        && control.rare.record.tainted.is_none()
     {
         let shut_down = policy.fencing.shutdown_taint && obs.has_taint_key(SHUTDOWN_TAINT);
         let taint_at = add(dead_at, d);
@@ -154,7 +156,7 @@ fn undo(
     found: &mut NodeFindings,
 ) {
     let control = &view.control;
-    if control.record.is_empty() {
+    if control.rare.record.is_empty() {
         return;
     }
     let Some(ready_since) = control.ready_seen else { return };
@@ -177,7 +179,7 @@ fn undo(
                 format_duration(policy.node_actions.undo_after)
             ),
             threshold: at,
-            shutdown_seen: control.lifecycle.shutdown_seen,
+            shutdown_seen: control.rare.lifecycle.shutdown_seen,
         },
         lease_renewed: view.observation.lease_renewed,
         epoch: ready_since,
@@ -318,8 +320,8 @@ mod tests {
                 node: with(&|n| {
                     n.observation.unschedulable = true;
                     n.observation.taints = vec![format!("{OUT_OF_SERVICE_TAINT}:NoExecute")];
-                    n.control.record.cordoned = Some(t(50));
-                    n.control.record.tainted = Some(t(60));
+                    n.control.rare.update(|r| r.record.cordoned = Some(t(50)));
+                    n.control.rare.update(|r| r.record.tainted = Some(t(60)));
                 }),
                 assume_off: false,
                 at: 200,
@@ -329,8 +331,8 @@ mod tests {
                 case: "assumed off: delete after deleteNodeAfter",
                 node: with(&|n| {
                     n.observation.unschedulable = true;
-                    n.control.record.cordoned = Some(t(50));
-                    n.control.record.tainted = Some(t(70));
+                    n.control.rare.update(|r| r.record.cordoned = Some(t(50)));
+                    n.control.rare.update(|r| r.record.tainted = Some(t(70)));
                     n.observation.taints = vec![format!("{OUT_OF_SERVICE_TAINT}:NoExecute")];
                 }),
                 assume_off: true,
@@ -360,7 +362,7 @@ mod tests {
             },
             Row {
                 case: "admin uncordoned after our cordon: not again",
-                node: with(&|n| n.control.record.cordoned = Some(t(50))),
+                node: with(&|n| n.control.rare.update(|r| r.record.cordoned = Some(t(50)))),
                 assume_off: false,
                 at: 60,
                 want: (vec![], None),
@@ -436,7 +438,9 @@ mod tests {
         };
         // Nothing recorded: nothing to undo, whatever the node carries.
         assert_eq!(judge(&node, 200), NodeFindings::default());
-        node.control.record = NodeRecord { policy: None, cordoned: Some(t(50)), tainted: None };
+        node.control.rare.update(|r| {
+            r.record = NodeRecord { policy: None, cordoned: Some(t(50)), tainted: None }
+        });
         let early = judge(&node, 105);
         assert_eq!((early.undo.len(), early.deadlines.clone()), (0, vec![t(110)]));
         let due = judge(&node, 110);

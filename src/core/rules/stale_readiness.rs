@@ -106,7 +106,7 @@ pub fn stale_pods(
         }
         let Ok(kind) = selected_kind(pod, node, observed, policy) else { continue };
         // It turned not Ready during an outage of its node that we watched.
-        let Some(outage) = view.control.last_outage else { continue };
+        let Some(outage) = view.control.rare.last_outage else { continue };
         let during = pod.stale_seen.is_some_and(|seen| turned_during(seen, outage));
         if !during {
             continue;
@@ -183,7 +183,7 @@ fn repaired_while_waiting(
     let node_name = pod.node_name.as_deref()?;
     let (node, view) = (nodes.get(node_name)?, views.get(node_name)?);
     selected_kind(pod, node, observed, policy).ok()?;
-    let outage = view.control.last_outage?;
+    let outage = view.control.rare.last_outage?;
     let seen = pod.stale_seen?;
     let at = repaired.repaired_at;
     if !turned_during(seen, outage) || at < outage.from {
@@ -292,7 +292,7 @@ mod tests {
     fn outage_node(from: Timestamp, to: Timestamp) -> NodeView {
         let mut node = NodeView::unknown("n1");
         node.control.ready_seen = Some(to);
-        node.control.last_outage = Some(Outage { from, to });
+        node.control.rare.update(|r| r.last_outage = Some(Outage { from, to }));
         node
     }
 
@@ -339,7 +339,9 @@ mod tests {
             let mut pod = stale_pod(t(0));
             pod.stale_seen = seen;
             let mut node = outage_node(t(-30), t(0));
-            node.control.last_outage = outage.map(|(from, to)| Outage { from, to });
+            node.control
+                .rare
+                .update(|r| r.last_outage = outage.map(|(from, to)| Outage { from, to }));
             let found = judge(&policy, node, pod, NodeState::Healthy, t(60));
             assert_eq!(!found.candidates.is_empty(), want, "{case}");
             assert_eq!(!found.stale.is_empty(), want, "{case}");
