@@ -275,14 +275,10 @@ fn heap_profile() {
     };
     let taints = field(&views, |v| v.observation.taints.clone());
     let volumes = field(&views, |v| v.observation.volumes_in_use.clone());
-    let other = field(&views, |v| {
-        (
-            v.control.managed_by.clone(),
-            v.control.rare.out_of_service_applied_by.clone(),
-            v.control.rare.record.policy.clone(),
-        )
-    });
-    let fields = [boxed, name, uid, labels, taints, volumes, other];
+    let other = field(&views, |v| v.control.managed_by.clone());
+    // The rarely set parts: a box with its strings, on the nodes that have one.
+    let rare = field(&views, |v| v.control.rare.clone());
+    let fields = [boxed, name, uid, labels, taints, volumes, other, rare];
     let in_fields = fields.iter().fold(Heap::default(), |a, f| Heap {
         bytes: a.bytes + f.bytes,
         blocks: a.blocks + f.blocks,
@@ -323,7 +319,8 @@ fn heap_profile() {
     row("node record: labels (one shared slice of shared strings, and the interner)", labels);
     row("node record: taints", taints);
     row("node record: volumesInUse", volumes);
-    row("node record: other strings (managed-by marker, applied-by, record's policy)", other);
+    row("node record: managed-by marker", other);
+    row("node record: rare parts (a box with its strings, only where one is set)", rare);
     row("Lease store (hash table with its key Strings, records inline)", lease_store);
     let total = Heap {
         bytes: node_store.bytes + lease_store.bytes,
