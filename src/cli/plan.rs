@@ -226,7 +226,7 @@ fn print_plan(p: &PolicyPlan, plan: &Plan, now: Timestamp) {
     let mut t = Table::new(["NODE", "STATE", "FENCED BY", "WHY"]);
     for n in plan.nodes.iter().filter(|n| n.state != NodeState::Healthy) {
         let fenced = n.fenced_by.map(|f| f.describe().to_string()).unwrap_or_else(|| "-".into());
-        t.row([n.name.clone(), n.state.as_str().to_string(), fenced, n.why.clone()]);
+        t.row([n.name.clone(), n.state.as_str().to_string(), fenced, n.why.to_string()]);
     }
     t.print_if_any("  ");
     let mut t = Table::new(["NODE LEFT ALONE", "REASON", "WHY"]);

@@ -209,15 +209,13 @@ fn hold_reports_until(
 fn gauges(observed: &Observed, plan: &Plan, needing_fencing: usize, now: Timestamp) -> Gauges {
     let causes = StuckCause::CODES
         .map(|cause| (cause, plan.stuck.iter().filter(|s| s.cause.code() == cause).count()));
-    let states: HashMap<&str, NodeState> =
-        plan.nodes.iter().map(|n| (n.name.as_str(), n.state)).collect();
     let overdue: BTreeSet<&str> = observed
         .pods
         .iter()
         .filter(|p| p.deletion_timestamp.is_some_and(|t| t <= now))
         .map(|p| p.uid.as_str())
         .collect();
-    let state_of = |node: &str| states.get(node).copied().unwrap_or(NodeState::Dead);
+    let state_of = |node: &str| plan.nodes.get(node).map_or(NodeState::Dead, |n| n.state);
     let stuck = [NodeState::Healthy, NodeState::Unhealthy, NodeState::Dead].map(|state| {
         let on = |d: &&super::verdict::PodDecision| state_of(&d.node) == state;
         (

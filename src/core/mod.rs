@@ -69,8 +69,8 @@ pub use history::{
 pub use labels::{LabelLookup, Labels};
 pub use ledger::Ledger;
 pub use node::{
-    DeathEvidence, FencingEvidence, NodeHealth, NodeHold, NodeState, NodeSummary, assess_node,
-    fencing_evidence, node_hold, summarize_node,
+    DeathEvidence, FencingEvidence, NodeHealth, NodeHold, NodeState, NodeSummary, NodeTable,
+    assess_node, fencing_evidence, node_hold, summarize_node,
 };
 pub use node_notices::{NODE_LEFT_ALONE, NodeNotice, new_node_notices, nodes_left_alone};
 pub use observed::{

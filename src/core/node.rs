@@ -10,6 +10,8 @@
 //! The inputs it judges ([`NodeObservation`], [`NodeView`]) live in [`super::observed`]; this
 //! module holds the judgement: the node's state, its fencing evidence and why.
 
+use std::borrow::Cow;
+
 use jiff::{SignedDuration, Timestamp};
 
 use super::duration::{add, format_duration};
@@ -181,8 +183,8 @@ pub struct NodeSummary {
     /// The instant the node is or will be dead by the time rules if nothing changes. `None` when
     /// Ready, deleted (dead without a time rule) or while caches are not synced.
     pub dead_at: Option<Timestamp>,
-    /// Why, for humans.
-    pub why: String,
+    /// Why, for humans (a fixed sentence costs no allocation: most nodes are just "Ready").
+    pub why: Cow<'static, str>,
     /// The Lease `renewTime` judged on (the kubelet's clock): the last look compares it.
     pub lease_renewed: Option<Timestamp>,
     /// Set when the node is not Ready but its kubelet keeps renewing its Lease (a renewal seen
@@ -198,6 +200,50 @@ pub struct NodeSummary {
     /// When the operator saw the node's graceful shutdown begin, by its clock: carried by every
     /// action on the node, so that the safety kernel sees its grace has passed.
     pub shutdown_seen: Option<Timestamp>,
+}
+
+/// The in-scope nodes of one plan, judged, sorted by name: looked up by a binary search. One
+/// vector, built once per plan and handed to the [`super::plan::Plan`] as it is: at 5,000
+/// nodes a map beside the plan's copy held twice the summaries at once, every reconcile.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeTable(Vec<NodeSummary>);
+
+impl NodeTable {
+    /// The table of `summaries`; of two with one name, the later is kept.
+    pub fn new(mut summaries: Vec<NodeSummary>) -> Self {
+        if !summaries.is_sorted_by(|a, b| a.name < b.name) {
+            // Stable: of equal names the later stays after the earlier, and dedup keeps the
+            // first of a run, so reverse first.
+            summaries.reverse();
+            summaries.sort_by(|a, b| a.name.cmp(&b.name));
+            summaries.dedup_by(|later, earlier| later.name == earlier.name);
+        }
+        NodeTable(summaries)
+    }
+
+    /// The node called `name`, if in scope.
+    pub fn get(&self, name: &str) -> Option<&NodeSummary> {
+        self.0.binary_search_by(|n| n.name.as_str().cmp(name)).ok().map(|i| &self.0[i])
+    }
+
+    /// Whether the node called `name` is in scope.
+    pub fn contains(&self, name: &str) -> bool {
+        self.get(name).is_some()
+    }
+}
+
+impl std::ops::Deref for NodeTable {
+    type Target = [NodeSummary];
+
+    fn deref(&self) -> &[NodeSummary] {
+        &self.0
+    }
+}
+
+impl FromIterator<NodeSummary> for NodeTable {
+    fn from_iter<I: IntoIterator<Item = NodeSummary>>(iter: I) -> Self {
+        NodeTable::new(iter.into_iter().collect())
+    }
 }
 
 /// Why a node is dead: the raw evidence the operator saw, not a verdict.
@@ -245,7 +291,7 @@ pub fn summarize_node(
         &own_taint_aside(&policy.fencing, &view.control),
         deleted_by_someone_else,
     );
-    let summary = |state, dead_at, why: String, held_alive| NodeSummary {
+    let summary = |state, dead_at, why: Cow<'static, str>, held_alive| NodeSummary {
         name: obs.name.clone(),
         state,
         excluded: view.excluded,
@@ -292,7 +338,7 @@ pub fn summarize_node(
              deleted or never-seen Lease is no evidence of death)",
             obs.readiness.as_str()
         );
-        return summary(NodeState::Unhealthy, None, why, None);
+        return summary(NodeState::Unhealthy, None, why.into(), None);
     };
     let not_ready_since = obs.not_ready_seen.unwrap_or(since).max(since);
     // The last sign of life we saw: a Lease renewal, or the kubelet posting the node's status.
@@ -312,8 +358,12 @@ pub fn summarize_node(
         )
     });
     if now >= dead_at {
-        let dead =
-            summary(NodeState::Dead, Some(dead_at), format!("dead since {dead_at}: {facts}"), None);
+        let dead = summary(
+            NodeState::Dead,
+            Some(dead_at),
+            format!("dead since {dead_at}: {facts}").into(),
+            None,
+        );
         let death = DeathEvidence::Watched {
             lease_renewed,
             lease_seen,
@@ -337,7 +387,7 @@ pub fn summarize_node(
                 waits(policy, &stale_for, not_ready_due, lease_due, now)
             )
         };
-        summary(NodeState::Unhealthy, Some(dead_at), why, held_alive)
+        summary(NodeState::Unhealthy, Some(dead_at), why.into(), held_alive)
     }
 }
 
@@ -451,6 +501,7 @@ pub fn assess_node(node: &NodeObservation, now: Timestamp) -> NodeHealth {
 mod tests {
 
     use super::*;
+    use crate::core::observed::fixtures;
 
     fn ts(s: &str) -> Timestamp {
         s.parse().expect("test timestamp")
@@ -916,5 +967,26 @@ mod tests {
         for (skew, want) in table {
             assert_eq!(skew_note(skew), want, "{skew:?}");
         }
+    }
+
+    #[test]
+    fn a_node_table_is_sorted_by_name_and_keeps_the_later_of_one_name() {
+        let summary = |name: &str, state| fixtures::node_summary(name, state);
+        let table = NodeTable::new(vec![
+            summary("n-c", NodeState::Healthy),
+            summary("n-a", NodeState::Healthy),
+            summary("n-b", NodeState::Healthy),
+            summary("n-a", NodeState::Dead),
+        ]);
+        let names: Vec<&str> = table.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(names, ["n-a", "n-b", "n-c"]);
+        assert_eq!(table.get("n-a").map(|n| n.state), Some(NodeState::Dead), "the later kept");
+        assert_eq!(table.get("n-c").map(|n| n.state), Some(NodeState::Healthy));
+        assert!(table.get("n-d").is_none() && !table.contains("n-0") && table.contains("n-b"));
+        // Already sorted: taken as it is.
+        let sorted =
+            NodeTable::new(vec![summary("a", NodeState::Dead), summary("b", NodeState::Dead)]);
+        assert_eq!(sorted.get("b").map(|n| n.name.as_str()), Some("b"));
+        assert!(NodeTable::default().get("a").is_none());
     }
 }

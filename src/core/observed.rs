@@ -652,7 +652,7 @@ pub mod fixtures {
             deleted: false,
             fenced_by: None,
             dead_at: None,
-            why: String::new(),
+            why: "".into(),
             lease_renewed: None,
             held_alive: None,
             death: None,

@@ -17,7 +17,7 @@ use super::action::Action;
 use super::duration::add;
 use super::evidence::Suspension;
 use super::guards::{Circuit, Guards};
-use super::node::{NodeHold, NodeState, NodeSummary, summarize_node};
+use super::node::{NodeHold, NodeState, NodeTable, summarize_node};
 use super::observed::{NodeView, Observed, Readiness};
 use super::policy::{MaxUnhealthy, ValidatedPolicy};
 use super::rules::failed_by_shutdown::{ShutdownFindings, shutdown_pods};
@@ -59,7 +59,7 @@ pub struct Plan {
     /// A verdict for every Terminating pod on an in-scope node, by namespace and name.
     pub decisions: Vec<PodDecision>,
     /// Every in-scope node, by name.
-    pub nodes: Vec<NodeSummary>,
+    pub nodes: NodeTable,
     /// Pods stuck Terminating on live nodes (liveNodeStuck), diagnosed, by namespace and name.
     pub stuck: Vec<StuckPod>,
     /// Pods left Ready=False after a node blip (staleReadiness).
@@ -86,7 +86,7 @@ pub fn plan(observed: &Observed, policy: &ValidatedPolicy, now: Timestamp) -> Pl
     let nodes = in_scope_nodes(observed, policy, now);
     let mut counts = PlanCounts::default();
     let mut deadlines: Vec<Timestamp> = Vec::new();
-    for summary in nodes.values() {
+    for summary in nodes.iter() {
         counts.matched_nodes += 1;
         match summary.state {
             NodeState::Healthy => {}
@@ -161,7 +161,7 @@ pub fn plan(observed: &Observed, policy: &ValidatedPolicy, now: Timestamp) -> Pl
         suspended: if synced_at.is_some() { None } else { observed.suspended.clone() },
         actions,
         decisions,
-        nodes: nodes.into_values().collect(),
+        nodes,
         stuck,
         stale,
         repaired,
@@ -180,7 +180,7 @@ fn held_by_nodes(
     candidates: Vec<Candidate>,
     decisions: &mut [PodDecision],
     stale: &mut [StalePod],
-    nodes: &BTreeMap<&str, NodeSummary>,
+    nodes: &NodeTable,
 ) -> Vec<Candidate> {
     let mut kept = Vec::with_capacity(candidates.len());
     for candidate in candidates {
@@ -306,7 +306,7 @@ fn spend_guards(
 /// `nodeActions` over the in-scope nodes that exist.
 fn node_actions(
     observed: &Observed,
-    nodes: &BTreeMap<&str, NodeSummary>,
+    nodes: &NodeTable,
     policy: &ValidatedPolicy,
     now: Timestamp,
 ) -> NodeFindings {
@@ -332,11 +332,7 @@ fn node_actions(
 
 /// The in-scope nodes, judged at `now`, by name: the observed ones, plus those referenced by
 /// Terminating pods but gone.
-fn in_scope_nodes<'a>(
-    observed: &'a Observed,
-    policy: &ValidatedPolicy,
-    now: Timestamp,
-) -> BTreeMap<&'a str, NodeSummary> {
+fn in_scope_nodes(observed: &Observed, policy: &ValidatedPolicy, now: Timestamp) -> NodeTable {
     let synced_at = observed.watch_synced_at;
     // The nodes Terminating pods are on: one of them not observed is unknown, not dead.
     let mut unobserved: BTreeSet<&str> = observed
@@ -345,29 +341,29 @@ fn in_scope_nodes<'a>(
         .filter(|p| p.deletion_timestamp.is_some())
         .filter_map(|p| p.node_name.as_deref())
         .collect();
-    let mut nodes: BTreeMap<&str, NodeSummary> = BTreeMap::new();
     for view in &observed.nodes {
-        let name = view.observation.name.as_str();
-        unobserved.remove(name);
-        if policy.node_selector.matches(&view.labels) {
-            nodes.insert(name, summarize_node(view, policy, synced_at, now));
-        }
+        unobserved.remove(view.observation.name.as_str());
     }
-    for node in unobserved {
-        // Never seen, or gone without our seeing it deleted: unknown, not dead.
-        let view = NodeView::unknown(node);
-        if policy.node_selector.matches(&view.labels) {
-            nodes.insert(node, summarize_node(&view, policy, synced_at, now));
-        }
-    }
-    nodes
+    // Never seen, or gone without our seeing it deleted: unknown, not dead.
+    let unknown: Vec<NodeView> = unobserved.into_iter().map(NodeView::unknown).collect();
+    // Sorted before they are judged, so that the table is built in order, in place. Of two
+    // views with one name (a tombstone after its node), the later is judged.
+    let mut views: Vec<&NodeView> = (observed.nodes.iter().map(|v| &**v).chain(&unknown))
+        .filter(|view| policy.node_selector.matches(&view.labels))
+        .collect();
+    views.reverse();
+    views.sort_by(|a, b| a.observation.name.cmp(&b.observation.name));
+    views.dedup_by(|later, earlier| later.observation.name == earlier.observation.name);
+    let summaries =
+        views.into_iter().map(|view| summarize_node(view, policy, synced_at, now)).collect();
+    NodeTable::new(summaries)
 }
 
 /// Counts the selected Terminating pods on in-scope nodes whose deletionTimestamp has passed;
 /// the others' deletionTimestamps are deadlines (the count changes then).
 fn count_stuck_pods(
     observed: &Observed,
-    nodes: &BTreeMap<&str, NodeSummary>,
+    nodes: &NodeTable,
     policy: &ValidatedPolicy,
     now: Timestamp,
     deadlines: &mut Vec<Timestamp>,
@@ -378,7 +374,7 @@ fn count_stuck_pods(
         else {
             continue;
         };
-        let selected = nodes.contains_key(node)
+        let selected = nodes.contains(node)
             && policy.namespace_selector.matches(&pod.namespace_labels)
             && policy.pod_selector.matches(&pod.labels);
         if !selected {

@@ -26,7 +26,7 @@ pub struct FencingNotice {
 /// Every pod of `plan` held only for want of fencing evidence.
 pub fn needs_fencing(plan: &Plan) -> Vec<FencingNotice> {
     let live = |node: &str| {
-        plan.nodes.iter().any(|n| n.name == node && n.state == super::node::NodeState::Healthy)
+        plan.nodes.get(node).is_some_and(|n| n.state == super::node::NodeState::Healthy)
     };
     plan.decisions
         .iter()
@@ -75,9 +75,8 @@ pub fn needs_fencing(plan: &Plan) -> Vec<FencingNotice> {
 /// delete would not remove it, and nothing of ours will, so it is said once, on the pod and
 /// its owner, with what would release it.
 pub fn held_by_finalizers(plan: &Plan) -> Vec<FencingNotice> {
-    let dead = |node: &str| {
-        plan.nodes.iter().any(|n| n.name == node && n.state == super::node::NodeState::Dead)
-    };
+    let dead =
+        |node: &str| plan.nodes.get(node).is_some_and(|n| n.state == super::node::NodeState::Dead);
     plan.decisions
         .iter()
         .filter_map(|d| match &d.verdict {
@@ -257,7 +256,7 @@ mod tests {
                 decision("other", Verdict::NotEligible(NotEligible::PodExcluded)),
                 decision("gone", Verdict::Eligible),
             ],
-            nodes: vec![],
+            nodes: Default::default(),
             stuck: vec![],
             stale: vec![],
             repaired: vec![],

@@ -5,7 +5,7 @@
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use super::evidence::Suspension;
 use super::node_notices::nodes_left_alone;
@@ -347,12 +347,11 @@ pub fn blocked_rollouts_in_scope(
     plan: &Plan,
     policy: &ValidatedPolicy,
 ) -> Vec<BlockedRolloutStatus> {
-    let nodes: BTreeSet<&str> = plan.nodes.iter().map(|n| n.name.as_str()).collect();
     let mut by_workload: BTreeMap<&WorkloadRef, Vec<String>> = BTreeMap::new();
     for pod in &observed.pods {
         let Some(workload) = &pod.blocks_rollout else { continue };
         let node = pod.node_name.as_deref().unwrap_or_default();
-        if nodes.contains(node) && policy.namespace_selector.matches(&pod.namespace_labels) {
+        if plan.nodes.contains(node) && policy.namespace_selector.matches(&pod.namespace_labels) {
             by_workload.entry(workload).or_default().push(format!("{} on {node}", pod.name));
         }
     }
@@ -503,7 +502,7 @@ mod tests {
             suspended: None,
             actions: vec![],
             decisions: vec![],
-            nodes: vec![],
+            nodes: Default::default(),
             stuck: vec![],
             stale: vec![],
             repaired: vec![],

@@ -6,14 +6,12 @@
 //! clock ([`crate::core::PodView::shutdown_seen`]). A pod Failed for any other reason is never
 //! one of these: the adapter keeps only those with a shutdown's reason.
 
-use std::collections::BTreeMap;
-
 use jiff::Timestamp;
 
 use super::release_gates::selected_kind;
 use crate::core::action::{Action, DeleteShutdownPod, PodTarget};
 use crate::core::duration::{add, format_duration};
-use crate::core::node::NodeSummary;
+use crate::core::node::NodeTable;
 use crate::core::observed::Observed;
 use crate::core::policy::ValidatedPolicy;
 
@@ -29,7 +27,7 @@ pub struct ShutdownFindings {
 /// Every pod left Failed by a graceful node shutdown on the in-scope `nodes` that is due.
 pub fn shutdown_pods(
     observed: &Observed,
-    nodes: &BTreeMap<&str, NodeSummary>,
+    nodes: &NodeTable,
     policy: &ValidatedPolicy,
     now: Timestamp,
 ) -> ShutdownFindings {
@@ -127,7 +125,7 @@ mod tests {
             };
             edit(&mut pod, &mut observed);
             observed.pods.push(pod);
-            let nodes = BTreeMap::from([("n1", fixtures::node_summary("n1", NodeState::Healthy))]);
+            let nodes = NodeTable::new(vec![fixtures::node_summary("n1", NodeState::Healthy)]);
             let found = shutdown_pods(&observed, &nodes, &policy, t(now));
             assert_eq!(!found.candidates.is_empty(), want_delete, "{case}");
             assert_eq!(found.deadlines.first().copied(), want_deadline.map(t), "{case}");

@@ -23,7 +23,7 @@ use self::live_node_stuck::StuckPod;
 use self::release_gates::{Gate, Release, fencing_requirement, selected_kind};
 use super::action::{Act, Action, ForceDelete, PodTarget, RemoveFinalizers};
 use super::evidence::Suspension;
-use super::node::{NodeState, NodeSummary};
+use super::node::{NodeState, NodeSummary, NodeTable};
 use super::observed::{NodeObservation, NodeView, Observed, PodView};
 use super::policy::ValidatedPolicy;
 use super::verdict::{NotEligible, PodDecision, Verdict};
@@ -59,7 +59,7 @@ pub struct Findings {
 /// Applies the rules to every Terminating pod of `observed` on one of the in-scope `nodes`.
 pub fn release_terminating_pods(
     observed: &Observed,
-    nodes: &BTreeMap<&str, NodeSummary>,
+    nodes: &NodeTable,
     policy: &ValidatedPolicy,
     now: Timestamp,
 ) -> Findings {

@@ -9,13 +9,11 @@
 //! The operator keeps such pods only while their node is not Ready
 //! ([`crate::core::PodView::ready_since`]).
 
-use std::collections::BTreeMap;
-
 use jiff::Timestamp;
 
 use super::release_gates::selected_kind;
 use crate::core::action::{Action, MarkNotReady, PodTarget, mark_acted_key};
-use crate::core::node::{NodeState, NodeSummary};
+use crate::core::node::{NodeState, NodeTable};
 use crate::core::observed::{Observed, OwnerKey};
 use crate::core::policy::ValidatedPolicy;
 
@@ -48,7 +46,7 @@ pub struct ReadyOnDeadFindings {
 /// marking (once per pod: a marking recorded, done or in DryRun, is not proposed again).
 pub fn ready_on_dead_nodes(
     observed: &Observed,
-    nodes: &BTreeMap<&str, NodeSummary>,
+    nodes: &NodeTable,
     policy: &ValidatedPolicy,
     now: Timestamp,
 ) -> ReadyOnDeadFindings {
@@ -156,7 +154,7 @@ mod tests {
             if i == 9 {
                 observed.acted_pods.insert(mark_acted_key("uid-p"));
             }
-            let nodes = BTreeMap::from([("n1", fixtures::node_summary("n1", state))]);
+            let nodes = NodeTable::new(vec![fixtures::node_summary("n1", state)]);
             let found = ready_on_dead_nodes(&observed, &nodes, &policy, Timestamp::UNIX_EPOCH);
             assert_eq!(!found.pods.is_empty(), want, "{case}");
             assert_eq!(!found.candidates.is_empty(), want_marked, "{case}");

@@ -66,7 +66,7 @@ pub fn gate(
         // When the node dies, the pod can go at the later of the two instants (if fenced).
         let ready_at = node.dead_at.filter(|_| fenced).map(|t| t.max(due));
         return Gate::Blocked(
-            NotEligible::NodeNotDead { until: node.dead_at, why: node.why.clone() },
+            NotEligible::NodeNotDead { until: node.dead_at, why: node.why.to_string() },
             ready_at,
         );
     }

@@ -22,7 +22,7 @@ use jiff::Timestamp;
 use super::release_gates::selected_kind;
 use crate::core::action::{Action, Evict, PodTarget};
 use crate::core::duration::{add, format_duration};
-use crate::core::node::{NodeState, NodeSummary};
+use crate::core::node::{NodeState, NodeTable};
 use crate::core::observed::{NodeView, Observed, Outage, OwnerKey, RepairedPod};
 use crate::core::policy::ValidatedPolicy;
 use crate::crd::OwnerKind;
@@ -82,7 +82,7 @@ pub struct StaleFindings {
 /// Every stale pod on the in-scope, Ready `nodes`.
 pub fn stale_pods(
     observed: &Observed,
-    nodes: &BTreeMap<&str, NodeSummary>,
+    nodes: &NodeTable,
     policy: &ValidatedPolicy,
     now: Timestamp,
 ) -> StaleFindings {
@@ -173,7 +173,7 @@ pub fn stale_pods(
 fn repaired_while_waiting(
     repaired: &RepairedPod,
     observed: &Observed,
-    nodes: &BTreeMap<&str, NodeSummary>,
+    nodes: &NodeTable,
     views: &BTreeMap<&str, &NodeView>,
     policy: &ValidatedPolicy,
     synced_at: Timestamp,
@@ -238,7 +238,7 @@ mod tests {
         add("2026-01-01T00:10:00Z".parse().expect("ts"), SignedDuration::from_secs(s))
     }
 
-    fn summary(state: NodeState) -> NodeSummary {
+    fn summary(state: NodeState) -> crate::core::node::NodeSummary {
         fixtures::node_summary("n1", state)
     }
 
@@ -309,7 +309,7 @@ mod tests {
             watch_synced_at: Some(t(0)),
             ..Default::default()
         };
-        let nodes = BTreeMap::from([("n1", summary(state))]);
+        let nodes = NodeTable::new(vec![summary(state)]);
         stale_pods(&observed, &nodes, policy, now)
     }
 
@@ -370,7 +370,7 @@ mod tests {
                 watch_synced_at: Some(t(-100)),
                 ..Default::default()
             };
-            let nodes = BTreeMap::from([("n1", summary(NodeState::Healthy))]);
+            let nodes = NodeTable::new(vec![summary(NodeState::Healthy)]);
             let found = stale_pods(&observed, &nodes, &policy, t(at.max(0) + 1));
             assert_eq!(found.repaired.len(), usize::from(want), "{case}");
             assert!(found.candidates.is_empty() && found.stale.is_empty(), "{case}");
