@@ -117,6 +117,13 @@ pub struct Measurement {
     pub rss: u64,
     /// VmHWM then: the peak resident set since it started.
     pub peak: u64,
+    /// `rss` in two parts: anonymous memory (heap, stacks) and pages of files (the program's
+    /// code and read-only data, the shared libraries), as `RssAnon` and `RssFile` say.
+    pub anon: u64,
+    pub file: u64,
+    /// kube-remediator only: the pod records its state keeps then (Terminating, or Ready on a
+    /// node that is not), as its `/metrics` says; `None` for the peer.
+    pub kept_pods: Option<u64>,
     pub requests: Requests,
     /// What a steady churn of pods cost it, measured after `rss` and `peak`.
     pub churn: Option<ChurnCost>,
@@ -207,6 +214,11 @@ pub async fn measure<F: std::future::Future<Output = Result<()>>>(
     let cpu_sync_s = cpu_seconds(pid)?;
     tokio::time::sleep(settle).await;
     let (rss, peak) = memory(pid)?;
+    let (anon, file) = (status_bytes(pid, "RssAnon:")?, status_bytes(pid, "RssFile:")?);
+    let kept_pods = match http_get(readyz, "/metrics").await {
+        Ok((200, body)) => gauge(&body, "cached_terminating_pods"),
+        _ => None,
+    };
     let cpu_steady_s = cpu_seconds(pid)? - cpu_sync_s;
     let churn = match churn {
         Some(churn) => {
@@ -223,7 +235,18 @@ pub async fn measure<F: std::future::Future<Output = Result<()>>>(
     };
     process.stop();
     let requests = requests_of(&cluster.audit_log, user)?;
-    Ok(Measurement { ready_s, cpu_sync_s, cpu_steady_s, rss, peak, requests, churn })
+    Ok(Measurement {
+        ready_s,
+        cpu_sync_s,
+        cpu_steady_s,
+        rss,
+        peak,
+        anon,
+        file,
+        kept_pods,
+        requests,
+        churn,
+    })
 }
 
 /// A free loopback address for a process's HTTP endpoints.
@@ -250,20 +273,33 @@ impl Drop for Measured {
 
 /// VmRSS and VmHWM of `pid`, in bytes.
 fn memory(pid: u32) -> Result<(u64, u64)> {
+    Ok((status_bytes(pid, "VmRSS:")?, status_bytes(pid, "VmHWM:")?))
+}
+
+/// One of the sizes `/proc/<pid>/status` gives in KiB (`name` with its colon), in bytes.
+fn status_bytes(pid: u32, name: &str) -> Result<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let field = |name: &str| -> Result<u64> {
-        let line = status
-            .lines()
-            .find(|l| l.starts_with(name))
-            .with_context(|| format!("no {name} in /proc/{pid}/status"))?;
-        let kib: u64 = line
-            .split_whitespace()
-            .nth(1)
-            .and_then(|v| v.parse().ok())
-            .with_context(|| format!("cannot read {line:?}"))?;
-        Ok(kib * 1024)
-    };
-    Ok((field("VmRSS:")?, field("VmHWM:")?))
+    let line = status
+        .lines()
+        .find(|l| l.starts_with(name))
+        .with_context(|| format!("no {name} in /proc/{pid}/status"))?;
+    let kib: u64 = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .with_context(|| format!("cannot read {line:?}"))?;
+    Ok(kib * 1024)
+}
+
+/// The value of the gauge whose name ends with `name` in a Prometheus text exposition.
+fn gauge(exposition: &str, name: &str) -> Option<u64> {
+    exposition
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split_once(' '))
+        .find(|(metric, _)| metric.ends_with(name))
+        .and_then(|(_, value)| value.trim().parse::<f64>().ok())
+        .map(|v| v as u64)
 }
 
 /// utime + stime of `pid`, in seconds.

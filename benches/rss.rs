@@ -523,6 +523,14 @@ async fn measure_one<F: std::future::Future<Output = Result<()>>>(
         m.requests.writes,
         m.requests.lease_writes,
     );
+    eprintln!(
+        "[rss] {} on {what}: of the RSS {:.1} MiB anonymous (heap, stacks), {:.1} MiB pages of \
+         files (code, libraries){}",
+        contender.label(),
+        m.anon as f64 / MIB,
+        m.file as f64 / MIB,
+        m.kept_pods.map(|n| format!("; {n} pod records kept")).unwrap_or_default(),
+    );
     if let Some(c) = &m.churn {
         eprintln!(
             "[rss] {} under churn: {} pod events in {:.0} s, {:.2} s CPU ({:.3} s per 1,000 \
