@@ -293,7 +293,7 @@ fn record(
             name: meta.name.clone().unwrap_or_default(),
             uid: meta.uid.clone().unwrap_or_default(),
             node_name: spec.and_then(|s| s.node_name.clone()),
-            labels: meta.labels.clone().unwrap_or_default(),
+            labels: meta.labels.iter().flatten().collect(),
             namespace_labels: Default::default(),
             owner,
             deletion_timestamp: deletion,

@@ -429,7 +429,8 @@ pub struct PodView {
     pub uid: String,
     /// `spec.nodeName`; pods never scheduled are ignored.
     pub node_name: Option<String>,
-    pub labels: BTreeMap<String, String>,
+    /// Its labels, compact like a node's: the state shares their strings between pods.
+    pub labels: Labels,
     /// The labels of the pod's namespace, shared between the pods of one namespace.
     pub namespace_labels: Arc<BTreeMap<String, String>>,
     /// The owner reference with `controller: true`, if any.
@@ -669,7 +670,7 @@ pub mod fixtures {
             name: name.into(),
             uid: format!("uid-{name}"),
             node_name: Some(node.into()),
-            labels: BTreeMap::from([("app".to_string(), "web".to_string())]),
+            labels: [("app", "web")].into_iter().collect(),
             namespace_labels: Arc::default(),
             owner: Some(OwnerRef {
                 kind: "ReplicaSet".into(),

@@ -462,7 +462,7 @@ mod tests {
             name: name.into(),
             uid: format!("uid-{name}"),
             node_name: Some(node.into()),
-            labels: labels(&[("app", "web")]),
+            labels: labels(&[("app", "web")]).into(),
             namespace_labels: Arc::new(labels(&[("kubernetes.io/metadata.name", "default")])),
             owner: Some(OwnerRef {
                 kind: "ReplicaSet".into(),

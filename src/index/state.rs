@@ -179,8 +179,10 @@ pub struct ClusterState {
     /// The one copy of each node label key and value.
     labels: Interner,
     leases: Store<LeaseRecord>,
-    /// Terminating pods by UID.
-    pods: Store<PodRecord>,
+    /// The pods kept (Terminating, left not Ready, failed by a shutdown, Ready on a node that is
+    /// not), by UID: each record boxed, so that the table's spare buckets cost a pointer, not a
+    /// record (a zone's outage keeps tens of thousands), its label strings shared.
+    pods: Store<Box<PodRecord>>,
     namespaces: Store<Arc<BTreeMap<String, String>>>,
     /// `namespace/name` of claims whose access modes include ReadWriteOnce(Pod).
     rwo_claims: Store<()>,
@@ -210,6 +212,17 @@ pub struct ClusterState {
     deferred: HashMap<String, Timestamp>,
     deferred_by_time: BTreeSet<(Timestamp, String)>,
     sync: Sync,
+}
+
+/// Keeps `record` as the pod `uid`, its label strings shared with every other record's.
+fn keep_pod(
+    pods: &mut Store<Box<PodRecord>>,
+    labels: &mut Interner,
+    uid: String,
+    mut record: PodRecord,
+) -> Change {
+    record.view.labels = labels.labels(&record.view.labels);
+    pods.put(uid, Box::new(record))
 }
 
 impl ClusterState {
@@ -365,7 +378,7 @@ impl ClusterState {
                 continue;
             }
             if let Some(record) = ready_pod_record(pod)
-                && self.pods.put(uid, record) == Change::Relevant
+                && keep_pod(&mut self.pods, &mut self.labels, uid, record) == Change::Relevant
             {
                 change = Change::Relevant;
             }
@@ -573,7 +586,7 @@ impl ClusterState {
                     .shutdown_reason
                     .as_ref()
                     .and(before.and_then(|b| b.shutdown_seen).or(Some(now)));
-                self.pods.put(uid, record)
+                keep_pod(&mut self.pods, &mut self.labels, uid, record)
             }
             None => self.pods.remove(&uid),
         }
@@ -1110,6 +1123,32 @@ mod tests {
         fresh.apply_node(&node("n2", "True"), at(40));
         let observed = fresh.observe(at(41), Vec::new(), BTreeSet::new());
         assert_eq!(view(&observed, "n2").and_then(|n| n.control.rare.last_outage), None);
+    }
+
+    #[test]
+    fn kept_pods_share_their_label_strings_and_match_as_before() {
+        let mut s = synced(0, &[]);
+        for uid in ["u1", "u2"] {
+            let pod: WatchedPod = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": uid, "namespace": "ns", "uid": uid,
+                             "labels": {"app": "web", "pod-template-hash": "5d8f"},
+                             "deletionTimestamp": "2026-01-01T00:00:00Z"},
+                "spec": {"nodeName": "n1"},
+            }))
+            .expect("pod");
+            s.apply_pod(&pod, at(1));
+        }
+        let observed = s.observe(at(2), Vec::new(), BTreeSet::new());
+        let [a, b] = [0, 1].map(|i| observed.pods[i].labels.clone());
+        assert_eq!(a.get("app"), Some("web"));
+        assert_eq!(a, b);
+        let (pa, pb) = (&a.pairs()[0], &b.pairs()[0]);
+        assert!(Arc::ptr_eq(&pa.0, &pb.0) && Arc::ptr_eq(&pa.1, &pb.1), "one copy of each string");
+        let selector: k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector =
+            serde_json::from_value(serde_json::json!({"matchLabels": {"app": "web"}}))
+                .expect("selector");
+        let selector = crate::core::selector::Selector::compile(Some(&selector)).expect("valid");
+        assert!(selector.matches(&a));
     }
 
     #[test]
