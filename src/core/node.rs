@@ -211,13 +211,7 @@ pub struct NodeTable(Vec<NodeSummary>);
 impl NodeTable {
     /// The table of `summaries`; of two with one name, the later is kept.
     pub fn new(mut summaries: Vec<NodeSummary>) -> Self {
-        if !summaries.is_sorted_by(|a, b| a.name < b.name) {
-            // Stable: of equal names the later stays after the earlier, and dedup keeps the
-            // first of a run, so reverse first.
-            summaries.reverse();
-            summaries.sort_by(|a, b| a.name.cmp(&b.name));
-            summaries.dedup_by(|later, earlier| later.name == earlier.name);
-        }
+        sort_by_name_keeping_the_later(&mut summaries, |n| &n.name);
         NodeTable(summaries)
     }
 
@@ -240,10 +234,17 @@ impl std::ops::Deref for NodeTable {
     }
 }
 
-impl FromIterator<NodeSummary> for NodeTable {
-    fn from_iter<I: IntoIterator<Item = NodeSummary>>(iter: I) -> Self {
-        NodeTable::new(iter.into_iter().collect())
+/// Sorts `items` by `name`; of two with one name, the later given is kept. Items already
+/// sorted (each name once) are left as they are.
+pub(super) fn sort_by_name_keeping_the_later<T>(items: &mut Vec<T>, name: impl Fn(&T) -> &str) {
+    if items.is_sorted_by(|a, b| name(a) < name(b)) {
+        return;
     }
+    // Stable: of equal names the later stays after the earlier, and dedup keeps the first of a
+    // run, so reverse first.
+    items.reverse();
+    items.sort_by(|a, b| name(a).cmp(name(b)));
+    items.dedup_by(|later, earlier| name(later) == name(earlier));
 }
 
 /// Why a node is dead: the raw evidence the operator saw, not a verdict.

@@ -17,7 +17,7 @@ use super::action::Action;
 use super::duration::add;
 use super::evidence::Suspension;
 use super::guards::{Circuit, Guards};
-use super::node::{NodeHold, NodeState, NodeTable, summarize_node};
+use super::node::{NodeHold, NodeState, NodeTable, sort_by_name_keeping_the_later, summarize_node};
 use super::observed::{NodeView, Observed, Readiness};
 use super::policy::{MaxUnhealthy, ValidatedPolicy};
 use super::rules::failed_by_shutdown::{ShutdownFindings, shutdown_pods};
@@ -351,9 +351,7 @@ fn in_scope_nodes(observed: &Observed, policy: &ValidatedPolicy, now: Timestamp)
     let mut views: Vec<&NodeView> = (observed.nodes.iter().map(|v| &**v).chain(&unknown))
         .filter(|view| policy.node_selector.matches(&view.labels))
         .collect();
-    views.reverse();
-    views.sort_by(|a, b| a.observation.name.cmp(&b.observation.name));
-    views.dedup_by(|later, earlier| later.observation.name == earlier.observation.name);
+    sort_by_name_keeping_the_later(&mut views, |v| &v.observation.name);
     let summaries =
         views.into_iter().map(|view| summarize_node(view, policy, synced_at, now)).collect();
     NodeTable::new(summaries)
