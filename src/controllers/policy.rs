@@ -19,6 +19,7 @@ use tokio::sync::{Mutex as AsyncMutex, MutexGuard, OwnedMutexGuard};
 use tracing::{debug, info, warn};
 
 use crate::adapters::rearm_token;
+use crate::core::ahead::NOTHING_AHEAD;
 use crate::core::{
     Acting, ActionOutcome, CONDITION_INVALID, Decision, Evaluation, Gauges, InvalidPolicy, Ledger,
     MaxUnhealthy, Observed, Past, PendingNow, Plan, PodNow, PolicyHistory, Reads, StatusWrite,
@@ -324,6 +325,7 @@ fn commit<'a>(
         previous: reads.previous,
         carried: decision.carried.clone(),
         resolved: decision.resolved.clone(),
+        recorded_ahead: &decision.ahead.stored,
     }
 }
 
@@ -399,6 +401,7 @@ async fn reject(
             previous,
             carried: Vec::new(),
             resolved: Vec::new(),
+            recorded_ahead: &NOTHING_AHEAD,
         })
         .await;
     if let Some(written) = committed.status? {

@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use jiff::Timestamp;
 
+use super::ahead::{Ahead, ahead};
 use super::history::{Decided, EvidenceNews, PolicyHistory};
 use super::live_node_cause::StuckCause;
 use super::node::NodeState;
@@ -21,7 +22,9 @@ use super::pod_notices::{
     repaired_by_kubelet, stale_ready, stuck_on_live_nodes,
 };
 use super::policy::ValidatedPolicy;
-use super::status::{Evaluation, blocked_rollouts_in_scope, desired_status, hold_reports};
+use super::status::{
+    Evaluation, blocked_rollouts_in_scope, desired_status, hold_reports, push_recent_actions,
+};
 use super::storm::transition_notices;
 use crate::crd::{RecentAction, RemediationPolicyStatus};
 
@@ -73,8 +76,12 @@ pub struct Decision {
     /// Records resolved now: Pending ones a previous run left (once per run), Failed ones a
     /// fresh read shows done after all.
     pub resolved: Vec<RecentAction>,
-    /// When to decide again at the latest: the plan's next deadline, or the end of a reports
-    /// hold. (An action skipped by the commit asks for a retry of its own.)
+    /// Records ahead of their actions: stored by this decision's status write (already in
+    /// `status`, with the withdrawn ones), and the plan's actions whose record is stored.
+    pub ahead: Ahead,
+    /// When to decide again at the latest: the plan's next deadline (or ahead of it, to record
+    /// its actions), or the end of a reports hold. (An action skipped by the commit asks for a
+    /// retry of its own.)
     pub wake_at: Option<Timestamp>,
     /// What the history keeps of this decision, whatever the commit does.
     pub decided: Decided,
@@ -124,13 +131,20 @@ pub fn decide(
     let evaluation = Evaluation::Planned { policy, plan: &plan };
     let mut status = desired_status(evaluation, reads.generation, reads.previous, now);
     status.blocked_rollouts = blocked_rollouts_in_scope(observed, &plan, policy);
-    let written_anyway =
-        !plan.actions.is_empty() || !carried.is_empty() || !earlier.resolved.is_empty();
+    let stored_ahead = history.stored_ahead();
+    let ahead = ahead(observed, policy, &plan, stored_ahead, reads.previous, now);
+    let written_anyway = !plan.actions.is_empty()
+        || !carried.is_empty()
+        || !earlier.resolved.is_empty()
+        || !ahead.records.is_empty()
+        || !ahead.withdrawn.is_empty();
     let reports_held =
         hold_reports_until(&mut status, reads.previous, history, written_anyway, now);
+    push_recent_actions(&mut status, ahead.records.iter().chain(&ahead.withdrawn).cloned());
+    let wakes = [plan.next_deadline, reports_held, ahead.wake_at];
     Decision {
         circuit_notices: transition_notices(&plan.storm),
-        wake_at: plan.next_deadline.into_iter().chain(reports_held).min(),
+        wake_at: wakes.into_iter().flatten().min(),
         decided: Decided {
             circuit: plan.storm.memory.clone(),
             held_alive,
@@ -141,7 +155,10 @@ pub fn decide(
             pending_resolved: earlier.pending_resolved,
             settled: earlier.settled,
             earlier: carried.iter().chain(&earlier.resolved).cloned().collect(),
+            ahead_recorded: ahead.recorded.clone(),
+            ahead_forgotten: ahead.forgotten.clone(),
         },
+        ahead,
         plan,
         status,
         fencing_notices,
@@ -241,6 +258,7 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
     use super::*;
+    use crate::core::ahead::RECORD_AHEAD;
     use crate::core::history::tests::record;
     use crate::core::history::{ActionOutcome, StatusWrite};
     use crate::core::observed::fixtures::pod;
@@ -372,11 +390,20 @@ mod tests {
             };
             (decide_in(&without), decide_in(&with))
         };
+        // Within RECORD_AHEAD of its due instant an action gets its record ahead: that alone
+        // may differ then.
+        let without_ahead = |decision: &Decision| {
+            let mut status = decision.status.clone();
+            let ahead =
+                |r: &RecentAction| r.detail.as_deref().is_some_and(|d| d.starts_with("due at"));
+            status.recent_actions.retain(|r| !ahead(r));
+            status
+        };
         for (case, policy) in &policies {
             for now in [at(-150), at(-121)] {
                 let (alone, both) = pair(policy, now);
                 assert_eq!(both.plan.actions, alone.plan.actions, "{case} at {now}: actions");
-                assert_eq!(both.status, alone.status, "{case} at {now}: status");
+                assert_eq!(without_ahead(&both), without_ahead(&alone), "{case} at {now}: status");
                 assert_eq!(both.fencing_notices, alone.fencing_notices, "{case} at {now}");
                 assert_eq!(both.pod_notices, alone.pod_notices, "{case} at {now}");
                 assert_eq!(both.node_notices, alone.node_notices, "{case} at {now}");
@@ -507,7 +534,7 @@ mod tests {
         let policy = policy(Mode::Enforce, |_| {});
         let world = world(vec![node("n-dead", false)], vec![pod("web-0", "n-dead")]);
         // (case, the outcome's result, the retry after_commit asks for, when the next
-        // decision wakes)
+        // decision wakes; no other live policy known, so no wake-up ahead to record)
         let table = [
             ("skipped: retried 10 s later", ActionResult::Skipped, Some(at(10)), Some(at(10))),
             (
@@ -570,5 +597,112 @@ mod tests {
         assert_eq!(next.plan.storm.previous, opened.state);
         assert!(next.circuit_notices.is_empty(), "the opening is not announced twice");
         assert_eq!(next.carried, vec![record]);
+    }
+
+    /// `world` as the one live policy, `p`, sees it.
+    fn alone(mut world: Observed) -> Observed {
+        world.acting.policy = "p".into();
+        world.acting.live_policies = Some(["p".to_string()].into());
+        world
+    }
+
+    /// A dead node's pod due at 00:08:30 (`at(-90)`): its record is stored up to RECORD_AHEAD
+    /// before that instant (a wake-up is asked for then), and at the instant the action is
+    /// sent without another; in DryRun there is no record ahead.
+    #[test]
+    fn an_action_due_at_a_known_instant_is_recorded_ahead_and_then_sent_without_another() {
+        let due = at(-90);
+        let world = alone(world(vec![node("dead", false)], vec![pod("p", "dead")]));
+        let key = ("uid-p".to_string(), ActionKind::ForceDelete);
+        let written = |d: &Decision| StatusWrite::Written(Box::new(d.status.clone()));
+        let ahead_records = |d: &Decision| {
+            let ahead =
+                |r: &&RecentAction| r.detail.as_deref().is_some_and(|t| t.starts_with("due at"));
+            d.status.recent_actions.iter().filter(ahead).cloned().collect::<Vec<_>>()
+        };
+
+        let enforce = policy(Mode::Enforce, |_| {});
+        let mut history = PolicyHistory::default();
+        let early = decide_and_commit(&mut history, &world, &enforce, at(-100), written);
+        assert!(early.plan.actions.is_empty() && early.ahead.records.is_empty());
+        assert_eq!(early.wake_at, Some(due - RECORD_AHEAD), "woken to record ahead");
+
+        let ahead_of = decide_and_commit(&mut history, &world, &enforce, at(-91), written);
+        assert!(ahead_of.plan.actions.is_empty(), "not due yet");
+        let records = ahead_records(&ahead_of);
+        assert_eq!(records.len(), 1, "{:?}", ahead_of.status.recent_actions);
+        assert_eq!((records[0].uid.as_str(), records[0].result), ("uid-p", ActionResult::Pending));
+        assert_eq!(ahead_of.ahead.recorded, vec![(key.clone(), due)]);
+        assert_eq!(ahead_of.wake_at, Some(due));
+
+        // Decided again before the instant (another pod's event, say): nothing written again.
+        let again = decide_and_commit(
+            &mut history,
+            &world,
+            &enforce,
+            at(-90) - SignedDuration::from_millis(500),
+            written,
+        );
+        assert!(again.ahead.records.is_empty() && again.ahead.withdrawn.is_empty());
+        assert_eq!(again.status, ahead_of.status, "nothing new to write");
+
+        let at_due = decide_and_commit(&mut history, &world, &enforce, due, written);
+        assert_eq!(at_due.plan.actions.len(), 1);
+        assert_eq!(at_due.ahead.stored, [key.clone()].into_iter().collect(), "no record first");
+
+        // A write that failed stored nothing: at the instant the action is recorded first.
+        let mut failed = PolicyHistory::default();
+        decide_and_commit(&mut failed, &world, &enforce, at(-91), |_| StatusWrite::Failed);
+        let at_due = decide_and_commit(&mut failed, &world, &enforce, due, written);
+        assert_eq!(at_due.plan.actions.len(), 1);
+        assert!(at_due.ahead.stored.is_empty(), "recorded first: the ahead write failed");
+
+        // With another live policy, no record ahead: each is recorded at its instant.
+        let mut shared = world.clone();
+        shared.acting.live_policies = Some(["p".to_string(), "q".to_string()].into());
+        let two =
+            decide_and_commit(&mut PolicyHistory::default(), &shared, &enforce, at(-91), written);
+        assert!(two.ahead.records.is_empty(), "another live policy");
+
+        let dry_run = policy(Mode::DryRun, |_| {});
+        let dry =
+            decide_and_commit(&mut PolicyHistory::default(), &world, &dry_run, at(-91), written);
+        assert!(dry.ahead.records.is_empty() && ahead_records(&dry).is_empty(), "DryRun");
+    }
+
+    /// A record stored ahead whose action does not come at its instant (the pod went) is
+    /// replaced by a Skipped one, once, and then forgotten.
+    #[test]
+    fn a_record_ahead_whose_action_does_not_come_is_withdrawn() {
+        let due = at(-90);
+        let with = alone(world(vec![node("dead", false)], vec![pod("p", "dead")]));
+        let without = alone(world(vec![node("dead", false)], vec![]));
+        let written = |d: &Decision| StatusWrite::Written(Box::new(d.status.clone()));
+        let enforce = policy(Mode::Enforce, |_| {});
+        let mut history = PolicyHistory::default();
+        decide_and_commit(&mut history, &with, &enforce, at(-91), written);
+        // Gone before its instant: kept until then (a wake-up asked for), withdrawn at it.
+        let before = decide_and_commit(
+            &mut history,
+            &without,
+            &enforce,
+            at(-90) - SignedDuration::from_millis(300),
+            written,
+        );
+        assert!(before.ahead.withdrawn.is_empty());
+        assert_eq!(before.wake_at, Some(due));
+        let record = |d: &Decision| {
+            d.status.recent_actions.iter().find(|r| r.uid == "uid-p").cloned().expect("a record")
+        };
+        assert_eq!(record(&before).result, ActionResult::Pending);
+        let at_due = decide_and_commit(&mut history, &without, &enforce, due, written);
+        assert_eq!(at_due.ahead.withdrawn.len(), 1);
+        let withdrawn = record(&at_due);
+        assert_eq!(withdrawn.result, ActionResult::Skipped, "{withdrawn:?}");
+        assert!(withdrawn.detail.as_deref().is_some_and(|d| d.contains("never sent")));
+        assert_eq!(at_due.status.recent_actions.iter().filter(|r| r.uid == "uid-p").count(), 1);
+        let later = decide_and_commit(&mut history, &without, &enforce, at(-80), written);
+        assert!(later.ahead.withdrawn.is_empty(), "withdrawn once");
+        assert_eq!(record(&later).result, ActionResult::Skipped);
     }
 }

@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::Timestamp;
 
+use super::ahead::{RecordKey, record_key};
 use super::evidence::Suspension;
 use super::guards::RATE_WINDOW;
 use super::node::NodeSummary;
@@ -56,6 +57,9 @@ pub struct PolicyHistory {
     /// The circuit as the last plan left it, whether or not its status write succeeded: a
     /// latch or a cool-down is not forgotten because a status write failed.
     circuit: Option<CircuitMemory>,
+    /// The `Pending` records this run stored ahead of their actions, with the instant each is
+    /// due at (see [`super::ahead`]).
+    ahead: BTreeMap<RecordKey, Timestamp>,
 }
 
 /// How soon a policy decides again after one of its actions was skipped: an eviction a
@@ -122,6 +126,10 @@ pub struct Decided {
     pub(super) settled: Vec<String>,
     /// The earlier records the commit carries (unwritten, resolved): kept if its write fails.
     pub(super) earlier: Vec<RecentAction>,
+    /// Records stored ahead by this decision's status write (with their due instants), and
+    /// those it withdraws: kept once the write succeeds.
+    pub(super) ahead_recorded: Vec<(RecordKey, Timestamp)>,
+    pub(super) ahead_forgotten: Vec<RecordKey>,
 }
 
 impl PolicyHistory {
@@ -189,6 +197,12 @@ impl PolicyHistory {
             .filter(move |r| r.result == ActionResult::Pending && r.namespace.is_empty() != pods)
     }
 
+    /// The `Pending` records this run stored ahead of their actions, by key, with their due
+    /// instants.
+    pub fn stored_ahead(&self) -> &BTreeMap<RecordKey, Timestamp> {
+        &self.ahead
+    }
+
     /// The failed pod actions whose pod the cache no longer holds (`cached`: whether it holds a
     /// UID; asked only while there are failed actions): a fresh read says whether they
     /// happened after all.
@@ -219,6 +233,8 @@ impl PolicyHistory {
             fencing_notified,
             pod_notified,
             node_notified,
+            ahead_recorded,
+            ahead_forgotten,
             ..
         } = decided;
         self.circuit = Some(circuit);
@@ -233,6 +249,17 @@ impl PolicyHistory {
         let pods = observed.pods.iter().map(|p| p.uid.as_str());
         self.record(outcomes, pods.chain(observed.nodes.iter().map(|n| n.control.uid.as_str())));
         self.unwritten = Vec::new();
+        // An action sent replaces its record with its outcome's (written now or carried).
+        let sent = outcomes.iter().filter(|o| o.record.mode == Mode::Enforce);
+        for outcome in sent {
+            self.ahead.remove(&record_key(outcome.record));
+        }
+        if !matches!(write, StatusWrite::Failed) {
+            self.ahead.extend(ahead_recorded);
+            for key in &ahead_forgotten {
+                self.ahead.remove(key);
+            }
+        }
         match write {
             StatusWrite::Written(status) => self.wrote(*status, now),
             StatusWrite::Unchanged => {}

@@ -21,13 +21,15 @@
 //!   actions;
 //! - [`plan`](mod@plan): composes the rules and spends the guards; [`status`] reports the plan;
 //!   [`pod_notices`] says what it holds and why; [`pending_resolution`] settles the records of
-//!   actions whose outcome is unknown;
+//!   actions whose outcome is unknown; [`ahead`] stores the records of actions due at a known
+//!   instant before it comes;
 //! - [`history`]: what one policy remembers between reconciles (actions taken, status written,
 //!   notices sent, retries, the circuit); [`ledger`]: what every policy in Enforce did;
 //! - [`decide`](mod@decide): the reconcile's one pure step, the plan with its bookkeeping
 //!   (desired status, notices not sent yet, gauges, records resolved and carried, requeue).
 
 pub mod action;
+pub mod ahead;
 pub mod decide;
 pub mod duration;
 pub mod evidence;

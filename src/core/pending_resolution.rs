@@ -58,8 +58,8 @@ pub fn resolve_pending(
             RecentAction {
                 result,
                 detail: Some(format!(
-                    "sent by a previous run of the operator, which stopped before recording its \
-                     outcome; {seen}"
+                    "recorded by a previous run of the operator before its request (sent, or \
+                     due soon), which stopped before recording its outcome; {seen}"
                 )),
                 ..r.clone()
             }
@@ -194,7 +194,7 @@ mod tests {
             assert_eq!(resolved.len(), 1, "{case}");
             assert_eq!((resolved[0].uid.as_str(), resolved[0].result), ("p", want), "{case}");
             let detail = resolved[0].detail.clone().unwrap_or_default();
-            assert!(detail.starts_with("sent by a previous run"), "{case}: {detail}");
+            assert!(detail.starts_with("recorded by a previous run"), "{case}: {detail}");
         }
         assert!(resolve_pending(None, |_| PodNow::Gone, |_| true).is_empty());
     }

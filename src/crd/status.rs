@@ -219,6 +219,8 @@ pub struct RecentAction {
     Debug,
     PartialEq,
     Eq,
+    PartialOrd,
+    Ord,
     Hash,
     JsonSchema,
     strum::IntoStaticStr,
@@ -282,8 +284,10 @@ pub enum ActionResult {
     /// The API server refused or did not answer.
     Failed,
     /// Being sent (Enforce): recorded before the request, so that an operator stopped between
-    /// the request and its outcome leaves a trace. The next run replaces it: Done when the
-    /// object is gone, Skipped (decided again) when it is still there.
+    /// the request and its outcome leaves a trace; for an action due at a known instant, up to
+    /// 1 s before it (detail `due at ...`), then Skipped if it is no longer due then. The next
+    /// run replaces it: Done when the object is gone, Skipped (decided again) when it is still
+    /// there.
     Pending,
 }
 

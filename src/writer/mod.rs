@@ -8,6 +8,7 @@
 //! Events (`events.rs`), status writes and Pending records (`status.rs`), and the test builds'
 //! hooks (`e2e_hooks.rs`).
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -19,6 +20,7 @@ use kube::{Client, ResourceExt};
 use tracing::{info, warn};
 
 use crate::Result;
+use crate::core::ahead::RecordKey;
 use crate::core::{
     Action, FencingNotice, LastLook, NodeNotice, PodNotice, ValidatedPolicy, push_recent_actions,
 };
@@ -83,6 +85,9 @@ pub struct Commit<'a> {
     pub resolved: Vec<RecentAction>,
     /// The status last written, to skip writing an unchanged one.
     pub previous: Option<&'a RemediationPolicyStatus>,
+    /// The actions whose `Pending` record was stored ahead of them (and `previous` holds):
+    /// sent without another record first.
+    pub recorded_ahead: &'a BTreeSet<RecordKey>,
 }
 
 /// What a commit did. The outcomes are returned even when the status write failed, so the
@@ -146,6 +151,7 @@ impl Writer {
             previous,
             carried,
             resolved,
+            recorded_ahead,
         } = commit;
         for record in &resolved {
             self.resolved_events(policy, record).await;
@@ -175,8 +181,16 @@ impl Writer {
                 // Every request is recorded before it is sent: an operator stopped between the
                 // request and its outcome leaves a Pending record, which its next run resolves.
                 let looks = SharedLooks::new(self, policy.name_any(), actions, None);
-                if validated.mode == Mode::Enforce {
-                    let pending = actions.iter().map(|a| pending_record(a, crate::clock::now()));
+                let unrecorded: Vec<&Action> = actions
+                    .iter()
+                    .filter(|a| !recorded_ahead.contains(&(a.uid().to_string(), a.kind())))
+                    .collect();
+                if validated.mode == Mode::Enforce && unrecorded.is_empty() {
+                    // Every record stored ahead: the last looks' reads, the policy's too, at once.
+                    let (_, ()) = tokio::join!(looks.policy(), looks.prefetch(actions));
+                } else if validated.mode == Mode::Enforce {
+                    let now = crate::clock::now();
+                    let pending = unrecorded.into_iter().map(|a| pending_record(a, now));
                     push_recent_actions(&mut status, pending);
                     let (name, sent) = (policy.name_any(), Instant::now());
                     // The last looks' reads go out meanwhile; no request before the records

@@ -10,7 +10,6 @@ use kube::runtime::events::EventType;
 use tracing::{info, warn};
 
 use super::events::about;
-use super::status::record;
 use super::{Outcome, Writer, reference};
 use crate::core::action::kinds::{event_reason, log_message};
 use crate::core::{Act, Action, Target};
@@ -56,7 +55,7 @@ impl Writer {
             // next plan decides again from what it sees then.
             handled: result.counts_as_action(),
             acted_key: action.acted_key(),
-            record: record(action, at, mode, act.recorded_reason(), result, detail),
+            record: action.record(at, mode, act.recorded_reason(), result, detail),
         };
         (outcome, events)
     }

@@ -2,12 +2,11 @@
 //! the `Pending` record of each request, written before it is sent.
 
 use jiff::Timestamp;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};
 
 use super::{FIELD_MANAGER, Writer};
 use crate::core::Action;
-use crate::crd::{ActionResult, Mode, RecentAction, RemediationPolicy, RemediationPolicyStatus};
+use crate::crd::{RecentAction, RemediationPolicy, RemediationPolicyStatus};
 use crate::metrics::WriteKind;
 use crate::{Error, Result};
 
@@ -38,31 +37,5 @@ impl Writer {
 
 /// The record of an action about to be sent (Enforce), replaced by its outcome's.
 pub(super) fn pending_record(action: &Action, at: Timestamp) -> RecentAction {
-    let detail = Some("being sent: recorded before the request".into());
-    record(action, at, Mode::Enforce, action.reason().to_string(), ActionResult::Pending, detail)
-}
-
-/// The status record of an action.
-pub(super) fn record(
-    action: &Action,
-    at: Timestamp,
-    mode: Mode,
-    reason: String,
-    result: ActionResult,
-    detail: Option<String>,
-) -> RecentAction {
-    let (namespace, name) = action.target();
-    RecentAction {
-        time: Time(at),
-        action: action.kind(),
-        mode,
-        namespace: namespace.to_string(),
-        name: name.to_string(),
-        uid: action.uid().to_string(),
-        node: action.node().to_string(),
-        owner: action.owner().map(|o| format!("{}/{}", o.kind, o.name)),
-        reason,
-        result,
-        detail,
-    }
+    action.pending_record(at, "being sent: recorded before the request".into())
 }

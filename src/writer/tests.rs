@@ -1,6 +1,7 @@
 //! Request shapes of the writer against a mock API server: every request is checked for its
 //! method, path and body, and anything unexpected fails the test.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use http::{Method, Request, Response};
@@ -10,6 +11,7 @@ use kube::client::Body;
 use serde_json::{Value, json};
 
 use super::*;
+use crate::core::ahead::{NOTHING_AHEAD, RecordKey};
 use crate::core::{Action, ForceDelete, PodTarget};
 
 type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
@@ -362,6 +364,7 @@ fn commit_of<'a>(
         previous: None,
         carried: Vec::new(),
         resolved: Vec::new(),
+        recorded_ahead: &NOTHING_AHEAD,
     }
 }
 
@@ -401,6 +404,40 @@ async fn enforce_records_each_action_before_its_request() {
     assert!(!reads.iter().any(|u| u.contains("/remediationpolicies/")), "{reads:?}");
     for wanted in ["/pods/web-0", "/nodes/n1", "/leases/n1"] {
         assert!(reads.iter().any(|u| u.contains(wanted)), "{wanted} not read: {reads:?}");
+    }
+}
+
+/// An action whose `Pending` record was stored ahead of its due instant is sent without another
+/// record first: its last look's reads (the policy's too) go out at once, then the DELETE, then
+/// the status with its outcome. An action without one is recorded first, as always.
+#[tokio::test]
+async fn an_action_recorded_ahead_is_sent_without_another_record() {
+    let p = policy("Enforce");
+    let v = validated(&p);
+    for (case, ahead, records_first) in
+        [("recorded ahead", true, false), ("control: not recorded ahead", false, true)]
+    {
+        let (client, handle) = mock();
+        let server = tokio::spawn(serve(handle, DEAD));
+        let writer = Writer::new(client, Arc::new(Metrics::new()), None);
+        let actions = [action()];
+        let stored: BTreeSet<RecordKey> =
+            actions.iter().filter(|_| ahead).map(|a| (a.uid().to_string(), a.kind())).collect();
+        let commit = Commit { recorded_ahead: &stored, ..commit_of(&p, &v, &actions) };
+        let committed = writer.commit(commit).await;
+        let seen = server.await.expect("mock server");
+        assert_eq!(committed.outcomes[0].record.result, ActionResult::Done, "{case}");
+        let delete = seen.iter().position(|(m, _, _)| m == Method::DELETE).expect("a DELETE");
+        let status_write =
+            |(m, u, _): &(Method, String, Value)| m == Method::PATCH && u.contains("/p/status");
+        let before = seen[..delete].iter().filter(|r| status_write(r)).count();
+        let after = seen[delete..].iter().filter(|r| status_write(r)).count();
+        assert_eq!((before > 0, after), (records_first, 1), "{case}: {seen:?}");
+        let policy_read = |(m, u, _): &(Method, String, Value)| {
+            m == Method::GET && u.contains("/remediationpolicies/p")
+        };
+        // Without a write to answer with the policy, the last look reads it.
+        assert_eq!(seen[..delete].iter().any(policy_read), ahead, "{case}: {seen:?}");
     }
 }
 

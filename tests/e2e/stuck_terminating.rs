@@ -7,11 +7,13 @@ use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail, ensure};
+use futures::{StreamExt, TryStreamExt};
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+use kube_remediator::crd::{RemediationPolicy, RemediationPolicyStatus};
 use libtest_mimic::Trial;
 use serde_json::json;
 
@@ -81,6 +83,31 @@ async fn still_there_until(env: &TestEnv, name: &str, uid: &str, due: Timestamp)
         }
     })
     .await
+}
+
+/// Every version of the named policy's status, from now until its record of pod actions has
+/// a Done one, with the instant the watch delivered each (at most 120 s).
+async fn policy_statuses(
+    policies: Api<RemediationPolicy>,
+    name: String,
+) -> Result<Vec<(Timestamp, RemediationPolicyStatus)>> {
+    let params = WatchParams::default().fields(&format!("metadata.name={name}")).timeout(120);
+    let mut events = policies.watch(&params, "0").await?.boxed();
+    let mut versions = Vec::new();
+    while let Some(event) = events.try_next().await? {
+        let policy = match event {
+            WatchEvent::Added(p) | WatchEvent::Modified(p) => p,
+            WatchEvent::Error(e) => bail!("watching policy {name}: {e:?}"),
+            _ => continue,
+        };
+        let status = policy.status.unwrap_or_default();
+        let done = status.recent_actions.iter().any(|a| a.result.as_str() == "Done");
+        versions.push((Timestamp::now(), status));
+        if done {
+            return Ok(versions);
+        }
+    }
+    bail!("the watch of policy {name} ended before a Done record")
 }
 
 /// Waits until the pod with this UID is gone.
@@ -180,11 +207,35 @@ fn name(pod: &Pod) -> String {
 async fn enforce_force_deletes_after_the_delay_and_not_before(env: &TestEnv) -> Result<()> {
     let Scenario { operator: op, victim, pod_name, pod_uid, due } =
         one_pod_on_a_dying_node(env, "victim", "Enforce").await?;
+    let statuses = tokio::spawn(policy_statuses(env.policies(), env.name.clone()));
     still_there_until(env, &pod_name, &pod_uid, due).await?;
     wait_gone(env, &pod_name, &pod_uid, until(due) + Duration::from_secs(10)).await?;
     eprintln!(
         "[st-enforce] force-deleted {:.2}s after its due instant",
         Timestamp::now().duration_since(due).as_secs_f64()
+    );
+
+    // Its Pending record was stored ahead of the due instant, saying so, and no other was
+    // written before the DELETE: every version of the status, as a watch delivered them.
+    let versions = statuses.await??;
+    let pending = |version: &RemediationPolicyStatus, detail: &str| {
+        version.recent_actions.iter().any(|a| {
+            a.uid == pod_uid
+                && a.result.as_str() == "Pending"
+                && a.detail.as_deref().is_some_and(|d| d.starts_with(detail))
+        })
+    };
+    let ahead = versions.iter().find(|(_, v)| pending(v, "due at")).map(|(seen, _)| *seen);
+    let seen = ahead.with_context(|| {
+        format!("no Pending record ahead of the due instant in {} versions", versions.len())
+    })?;
+    eprintln!(
+        "[st-enforce] its record stored ahead, seen {:.2}s before its due instant",
+        due.duration_since(seen).as_secs_f64()
+    );
+    ensure!(
+        !versions.iter().any(|(_, v)| pending(v, "being sent")),
+        "a second Pending record was written at the due instant: {versions:?}"
     );
 
     // Exactly one DELETE by the operator, after the pod's DisruptionTarget, and the record

@@ -9,9 +9,10 @@
 //! [`kinds::spec`]. Adding one: `docs/src/development/adding-an-action.md`.
 
 use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::observed::OwnerKey;
-use crate::crd::{ActionKind, FencingSpec};
+use crate::crd::{ActionKind, ActionResult, FencingSpec, Mode, RecentAction};
 
 mod delete_shutdown_pod;
 mod evict;
@@ -299,5 +300,36 @@ impl Action {
     /// Why, for Events, logs and status.
     pub fn reason(&self) -> &str {
         self.act().target().reason()
+    }
+
+    /// Its status record, made at `at`.
+    pub fn record(
+        &self,
+        at: Timestamp,
+        mode: Mode,
+        reason: String,
+        result: ActionResult,
+        detail: Option<String>,
+    ) -> RecentAction {
+        let (namespace, name) = self.target();
+        RecentAction {
+            time: Time(at),
+            action: self.kind(),
+            mode,
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            uid: self.uid().to_string(),
+            node: self.node().to_string(),
+            owner: self.owner().map(|o| format!("{}/{}", o.kind, o.name)),
+            reason,
+            result,
+            detail,
+        }
+    }
+
+    /// The record stored before its request is sent (Enforce), which the outcome's replaces.
+    pub fn pending_record(&self, at: Timestamp, detail: String) -> RecentAction {
+        let reason = self.reason().to_string();
+        self.record(at, Mode::Enforce, reason, ActionResult::Pending, Some(detail))
     }
 }

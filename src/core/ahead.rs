@@ -1,0 +1,141 @@
+//! Records stored ahead of an action's due instant. Every request is recorded (`Pending`)
+//! before it is sent; for an action that becomes due at an instant known in advance (a pod's
+//! grace and `delayAfterGrace` running out on a dead node, a node crossing `notReadyFor`), the
+//! record can be stored before that instant, so that when it comes the request waits only for
+//! its last look, not for a status write as well.
+//!
+//! Only for the one live policy: two overlapping policies could both record a pod ahead, and
+//! after a restart before either acted the records could not say which did.
+//!
+//! How: a plan's next deadline [`RECORD_AHEAD`] or less away is planned again at that instant,
+//! from what is observed now; the actions that plan takes and this one does not get their
+//! `Pending` record now, saying when they are due. At the deadline the plan is made afresh as
+//! always; its actions whose record this run stored (and the status last written still holds)
+//! are sent without another record. A record stored ahead whose action the plan at or after its
+//! due instant does not take (the node came back, the pod went) is replaced by a `Skipped` one.
+//! A restart in between leaves a `Pending` record as any other, resolved by the next run from
+//! what the cluster shows.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use jiff::{SignedDuration, Timestamp};
+
+use super::plan::{Plan, plan};
+use super::{Observed, ValidatedPolicy};
+use crate::crd::{ActionKind, ActionResult, Mode, RecentAction, RemediationPolicyStatus};
+
+/// How long before its due instant an action's record may be stored: long enough for a status
+/// write on a busy API server, short enough that a record rarely waits for an action that does
+/// not come.
+pub const RECORD_AHEAD: SignedDuration = SignedDuration::from_secs(1);
+
+/// What a record is about: the UID of its pod or node, and the action.
+pub type RecordKey = (String, ActionKind);
+
+/// No record stored ahead: for commits outside a plan (an invalid spec, tests).
+pub static NOTHING_AHEAD: BTreeSet<RecordKey> = BTreeSet::new();
+
+/// What one decision does with records ahead of their actions.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Ahead {
+    /// `Pending` records of actions due at the plan's next deadline, to be stored now.
+    pub records: Vec<RecentAction>,
+    /// Their keys, with the instant each is due at: the history keeps them once stored.
+    pub recorded: Vec<(RecordKey, Timestamp)>,
+    /// `Skipped` records replacing those stored ahead whose action did not come when due.
+    pub withdrawn: Vec<RecentAction>,
+    /// The keys the history forgets once the status is written: the withdrawn ones.
+    pub forgotten: Vec<RecordKey>,
+    /// The plan's actions whose `Pending` record is stored already: sent without another.
+    pub stored: BTreeSet<RecordKey>,
+    /// When to decide again for them: ahead of the next deadline, to record its actions; at a
+    /// stored record's due instant, to take or withdraw it.
+    pub wake_at: Option<Timestamp>,
+}
+
+/// The key of a record.
+pub fn record_key(record: &RecentAction) -> RecordKey {
+    (record.uid.clone(), record.action)
+}
+
+/// What `plan` (made at `now`) does with records ahead: `stored_ahead` are the records this
+/// run stored ahead (by key, with their due instants), `previous` the status last written.
+pub fn ahead(
+    observed: &Observed,
+    policy: &ValidatedPolicy,
+    now_plan: &Plan,
+    stored_ahead: &BTreeMap<RecordKey, Timestamp>,
+    previous: Option<&RemediationPolicyStatus>,
+    now: Timestamp,
+) -> Ahead {
+    let acting: BTreeSet<RecordKey> =
+        now_plan.actions.iter().map(|a| (a.uid().to_string(), a.kind())).collect();
+    let held: BTreeMap<RecordKey, &RecentAction> = previous
+        .into_iter()
+        .flat_map(|s| &s.recent_actions)
+        .filter(|r| r.result == ActionResult::Pending && r.mode == Mode::Enforce)
+        .map(|r| (record_key(r), r))
+        .collect();
+    let mut out = Ahead::default();
+    for (key, due) in stored_ahead {
+        if acting.contains(key) {
+            if held.contains_key(key) {
+                out.stored.insert(key.clone());
+            }
+        } else if *due <= now {
+            if let Some(record) = held.get(key) {
+                out.withdrawn.push(withdrawn(record, *due, now));
+            }
+            out.forgotten.push(key.clone());
+        } else {
+            out.wake_at = earliest(out.wake_at, *due);
+        }
+    }
+    // With another live policy, both could record the same pod ahead, and a restart before
+    // either acted could not tell which did: each is recorded at its instant instead.
+    let alone = observed
+        .acting
+        .live_policies
+        .as_ref()
+        .is_some_and(|live| live.len() == 1 && live.contains(&observed.acting.policy));
+    let enforcing = policy.mode == Mode::Enforce && alone;
+    let Some(deadline) = now_plan.next_deadline.filter(|_| enforcing) else {
+        return out;
+    };
+    if !now_plan.synced || deadline <= now {
+        return out;
+    }
+    if deadline.duration_since(now) > RECORD_AHEAD {
+        out.wake_at = earliest(out.wake_at, deadline - RECORD_AHEAD);
+        return out;
+    }
+    let then = plan(observed, policy, deadline);
+    for action in &then.actions {
+        let key = (action.uid().to_string(), action.kind());
+        let stored = stored_ahead.contains_key(&key) && held.contains_key(&key);
+        if acting.contains(&key) || stored {
+            continue;
+        }
+        let detail = format!("due at {deadline}: recorded ahead, before the request");
+        out.records.push(action.pending_record(now, detail));
+        out.recorded.push((key, deadline));
+    }
+    out
+}
+
+/// The record replacing one stored ahead whose action did not come.
+fn withdrawn(record: &RecentAction, due: Timestamp, now: Timestamp) -> RecentAction {
+    RecentAction {
+        time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now),
+        result: ActionResult::Skipped,
+        detail: Some(format!(
+            "recorded ahead of its due instant {due}, never sent: when decided again it was no \
+             longer due"
+        )),
+        ..record.clone()
+    }
+}
+
+fn earliest(a: Option<Timestamp>, b: Timestamp) -> Option<Timestamp> {
+    Some(a.map_or(b, |a| a.min(b)))
+}
