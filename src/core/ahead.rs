@@ -5,7 +5,8 @@
 //! its last look, not for a status write as well.
 //!
 //! Only for the one live policy: two overlapping policies could both record a pod ahead, and
-//! after a restart before either acted the records could not say which did.
+//! after a restart before either acted the records could not say which did. Not for a retry
+//! after a failure: while it backs off its status keeps one record, the latest `Failed` one.
 //!
 //! How: a plan's next deadline [`RECORD_AHEAD`] or less away is planned again at that instant,
 //! from what is observed now; the actions that plan takes and this one does not get their
@@ -76,6 +77,13 @@ pub fn ahead(
         .filter(|r| r.result == ActionResult::Pending && r.mode == Mode::Enforce)
         .map(|r| (record_key(r), r))
         .collect();
+    // A retry after a failure keeps one record, its latest Failed one, while it backs off.
+    let failed: BTreeSet<RecordKey> = previous
+        .into_iter()
+        .flat_map(|s| &s.recent_actions)
+        .filter(|r| r.result == ActionResult::Failed && r.mode == Mode::Enforce)
+        .map(record_key)
+        .collect();
     let mut out = Ahead::default();
     for (key, due) in stored_ahead {
         if acting.contains(key) {
@@ -113,7 +121,7 @@ pub fn ahead(
     for action in &then.actions {
         let key = (action.uid().to_string(), action.kind());
         let stored = stored_ahead.contains_key(&key) && held.contains_key(&key);
-        if acting.contains(&key) || stored {
+        if acting.contains(&key) || stored || failed.contains(&key) {
             continue;
         }
         let detail = format!("due at {deadline}: recorded ahead, before the request");

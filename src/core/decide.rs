@@ -657,6 +657,20 @@ mod tests {
         assert_eq!(at_due.plan.actions.len(), 1);
         assert!(at_due.ahead.stored.is_empty(), "recorded first: the ahead write failed");
 
+        // A retry after a failure: no record ahead beside its Failed one.
+        let mut failing = PolicyHistory::default();
+        let failed_record = RecentAction {
+            time: Time(at(-100)),
+            namespace: "default".into(),
+            action: ActionKind::ForceDelete,
+            ..record("uid-p", Mode::Enforce, ActionResult::Failed, 0)
+        };
+        let mut failed_status = ahead_of.status.clone();
+        failed_status.recent_actions = vec![failed_record];
+        failing.wrote(failed_status, at(-100));
+        let retry = decide_and_commit(&mut failing, &world, &enforce, at(-91), written);
+        assert!(retry.ahead.records.is_empty(), "{:?}", retry.ahead.records);
+
         // With another live policy, no record ahead: each is recorded at its instant.
         let mut shared = world.clone();
         shared.acting.live_policies = Some(["p".to_string(), "q".to_string()].into());
