@@ -69,8 +69,9 @@ pub fn ahead(
     previous: Option<&RemediationPolicyStatus>,
     now: Timestamp,
 ) -> Ahead {
-    let acting: BTreeSet<RecordKey> =
-        now_plan.actions.iter().map(|a| (a.uid().to_string(), a.kind())).collect();
+    // Only Enforce sends; in DryRun (switched to within the second) a record ahead is withdrawn.
+    let sent = now_plan.actions.iter().filter(|_| policy.mode == Mode::Enforce);
+    let acting: BTreeSet<RecordKey> = sent.map(|a| (a.uid().to_string(), a.kind())).collect();
     let held: BTreeMap<RecordKey, &RecentAction> = previous
         .into_iter()
         .flat_map(|s| &s.recent_actions)
@@ -137,8 +138,8 @@ fn withdrawn(record: &RecentAction, due: Timestamp, now: Timestamp) -> RecentAct
         time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now),
         result: ActionResult::Skipped,
         detail: Some(format!(
-            "recorded ahead of its due instant {due}, never sent: when decided again it was no \
-             longer due"
+            "recorded ahead of its due instant {due}, never sent: the plan at that instant did \
+             not take it (it is decided again from then on)"
         )),
         ..record.clone()
     }

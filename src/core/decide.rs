@@ -718,5 +718,13 @@ mod tests {
         let later = decide_and_commit(&mut history, &without, &enforce, at(-80), written);
         assert!(later.ahead.withdrawn.is_empty(), "withdrawn once");
         assert_eq!(record(&later).result, ActionResult::Skipped);
+
+        // Switched to DryRun within the second: the pod is still due, but nothing sends it.
+        let mut switched = PolicyHistory::default();
+        decide_and_commit(&mut switched, &with, &enforce, at(-91), written);
+        let dry_run = policy(Mode::DryRun, |_| {});
+        let at_due = decide_and_commit(&mut switched, &with, &dry_run, due, written);
+        assert_eq!(at_due.ahead.withdrawn.len(), 1, "{:?}", at_due.ahead);
+        assert!(at_due.ahead.stored.is_empty());
     }
 }
