@@ -21,6 +21,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::{SignedDuration, Timestamp};
 
+use super::action::Action;
 use super::plan::{Plan, plan};
 use super::{Observed, ValidatedPolicy};
 use crate::crd::{ActionKind, ActionResult, Mode, RecentAction, RemediationPolicyStatus};
@@ -71,7 +72,7 @@ pub fn ahead(
 ) -> Ahead {
     // Only Enforce sends; in DryRun (switched to within the second) a record ahead is withdrawn.
     let sent = now_plan.actions.iter().filter(|_| policy.mode == Mode::Enforce);
-    let acting: BTreeSet<RecordKey> = sent.map(|a| (a.uid().to_string(), a.kind())).collect();
+    let acting: BTreeSet<RecordKey> = sent.map(Action::record_key).collect();
     let held: BTreeMap<RecordKey, &RecentAction> = previous
         .into_iter()
         .flat_map(|s| &s.recent_actions)
@@ -120,7 +121,7 @@ pub fn ahead(
     }
     let then = plan(observed, policy, deadline);
     for action in &then.actions {
-        let key = (action.uid().to_string(), action.kind());
+        let key = action.record_key();
         let stored = stored_ahead.contains_key(&key) && held.contains_key(&key);
         if acting.contains(&key) || stored || failed.contains(&key) {
             continue;

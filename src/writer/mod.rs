@@ -181,10 +181,8 @@ impl Writer {
                 // Every request is recorded before it is sent: an operator stopped between the
                 // request and its outcome leaves a Pending record, which its next run resolves.
                 let looks = SharedLooks::new(self, policy.name_any(), actions, None);
-                let unrecorded: Vec<&Action> = actions
-                    .iter()
-                    .filter(|a| !recorded_ahead.contains(&(a.uid().to_string(), a.kind())))
-                    .collect();
+                let unrecorded: Vec<&Action> =
+                    actions.iter().filter(|a| !recorded_ahead.contains(&a.record_key())).collect();
                 if validated.mode == Mode::Enforce && unrecorded.is_empty() {
                     // Every record stored ahead: the last looks' reads, the policy's too, at once.
                     let (_, ()) = tokio::join!(looks.policy(), looks.prefetch(actions));

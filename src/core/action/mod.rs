@@ -327,6 +327,11 @@ impl Action {
         }
     }
 
+    /// What its status record is about: the UID of its pod or node, and its kind.
+    pub fn record_key(&self) -> (String, ActionKind) {
+        (self.uid().to_string(), self.kind())
+    }
+
     /// The record stored before its request is sent (Enforce), which the outcome's replaces.
     pub fn pending_record(&self, at: Timestamp, detail: String) -> RecentAction {
         let reason = self.reason().to_string();
