@@ -638,7 +638,29 @@ impl TestEnv {
             .create(&PostParams::default(), &node)
             .await
             .with_context(|| format!("creating node {name}"))?;
-        self.wait_node_ready(&name, "True").await?;
+        self.wait_node_schedulable(&name).await?;
         Ok(name)
+    }
+
+    /// Waits until the node is Ready and carries no taint of the node lifecycle controller's
+    /// (`node.kubernetes.io/...`): a node created without conditions is tainted not-ready until
+    /// the controller's next pass after the Ready heartbeat, and the scheduler (and a spread
+    /// with `nodeTaintsPolicy: Honor`) must see it as the schedulable node it is.
+    pub async fn wait_node_schedulable(&self, node: &str) -> Result<Node> {
+        let nodes = self.nodes();
+        wait_for(&format!("node {node} Ready and untainted"), Duration::from_secs(60), || {
+            let nodes = nodes.clone();
+            async move {
+                let n = nodes.get_opt(node).await?;
+                Ok(n.filter(|n| {
+                    let tainted =
+                        n.spec.as_ref().and_then(|s| s.taints.as_ref()).is_some_and(|t| {
+                            t.iter().any(|t| t.key.starts_with("node.kubernetes.io/"))
+                        });
+                    node_ready_status(n).as_deref() == Some("True") && !tainted
+                }))
+            }
+        })
+        .await
     }
 }
