@@ -10,7 +10,9 @@
 //! (maintenance, graceful shutdown), Nodes deleted by someone else and re-created
 //! under a new UID, zones going out together or one by one, pods turning Terminating. The
 //! world's objects feed the real [`ClusterState`] through its watch entry points; at every step
-//! and at every deadline a plan asks for, the real `plan` decides under an Enforce policy,
+//! and at every deadline a plan asks for (and 1 s ahead of one, where [`ahead`] records its
+//! actions), the real `plan` decides under an Enforce policy, the actions are recorded
+//! `Pending` in the policy's status as the writer does (not again for those recorded ahead),
 //! every planned action goes through the real [`admit`] with a last look built by the writer's
 //! own `last_look` from the true world at that instant, and the actions the writer would send
 //! (recheck and kernel passed) change the world as its requests would.
@@ -42,6 +44,12 @@
 //!    ([`crate::index::state::Change::At`]), after a (re)list or its own writes; a plan made at
 //!    any other check (the histories decide at every step) proposes no action the operator's
 //!    last decision did not, without counting on the periodic full pass;
+//! 10. no request before its `Pending` record is stored: the policy's status (which the API
+//!     server refuses to store in one second of every seven, and which outlives a restart)
+//!     holds the action's `Pending` record when it is sent, written by its decision or ahead
+//!     of its due instant by the real [`ahead`] (this run's bookkeeping of them lost with a
+//!     restart); a record ahead is stored at most [`RECORD_AHEAD`] before its due instant, and
+//!     is no longer `Pending` once a decision at or after that instant has stored the status;
 //!
 //! plus: a live-node release needs a Ready node and the policy's wait (`forceDeleteAfter`, or
 //! `delayAfterGrace` and `finalizers.removeAfter`) passed since the pod's current
@@ -80,10 +88,14 @@ use proptest::prelude::*;
 use proptest::test_runner::{RngSeed, TestCaseError};
 
 use crate::adapters::{NODE_LEASE_NAMESPACE, WatchedPod, node_record_json};
+use crate::core::ahead::{
+    Ahead, RECORD_AHEAD, RecordKey, ahead, record_key, records_before_requests,
+};
 use crate::core::evidence::{Drought, EvidenceWindow};
 use crate::core::observed::{
     NodeControl, NodeObservation, NodeView, Outage, Rare, RareControl, Readiness,
 };
+use crate::core::status::push_recent_actions;
 use crate::core::undo_changes;
 use crate::core::zones::{ZONE_LABEL, ZoneHold, held_zones};
 use crate::core::{
@@ -91,9 +103,10 @@ use crate::core::{
     ValidatedPolicy, plan, validate,
 };
 use crate::crd::{
-    APPLIED_BY_US, FIELD_MANAGER, FencingRequirement, GRACEFUL_SHUTDOWN_CONDITION, Mode,
-    NODE_ACTIONS_ANNOTATION, OUT_OF_SERVICE_APPLIED_BY, OUT_OF_SERVICE_TAINT, OUT_OF_SERVICE_VALUE,
-    RemediationPolicy, RemediationPolicySpec, SHUTDOWN_TAINT,
+    APPLIED_BY_US, ActionResult, FIELD_MANAGER, FencingRequirement, GRACEFUL_SHUTDOWN_CONDITION,
+    Mode, NODE_ACTIONS_ANNOTATION, OUT_OF_SERVICE_APPLIED_BY, OUT_OF_SERVICE_TAINT,
+    OUT_OF_SERVICE_VALUE, RemediationPolicy, RemediationPolicySpec, RemediationPolicyStatus,
+    SHUTDOWN_TAINT,
 };
 use crate::index::state::{Change, ClusterState, WatchedKind};
 use crate::safety::{UndoChanges, Write, admit};
@@ -973,6 +986,15 @@ struct Run {
     /// How the index weighed the changes and the checks (`relevant`, `deferred`; checks
     /// `asked`, `not asked`), for the coverage report.
     index: BTreeMap<&'static str, u32>,
+    /// The policy's status as the API server holds it (it outlives a restart): where the
+    /// `Pending` records are stored before their requests (property 10).
+    status: RemediationPolicyStatus,
+    /// The records this run stored ahead of their actions, with their due instants: the
+    /// history's bookkeeping, lost with a restart.
+    stored_ahead: BTreeMap<RecordKey, Timestamp>,
+    /// Records ahead stored, actions sent on one, records ahead withdrawn, status writes
+    /// refused: for the coverage report.
+    ahead_counts: BTreeMap<&'static str, u32>,
     /// Per kind, the actions admitted and sent.
     sent: BTreeMap<&'static str, u32>,
     /// Per invariant, the planned actions the kernel refused (a view behind the world's).
@@ -1019,6 +1041,9 @@ impl Run {
             asked: true,
             asked_actions: BTreeSet::new(),
             index: BTreeMap::new(),
+            status: RemediationPolicyStatus::default(),
+            stored_ahead: BTreeMap::new(),
+            ahead_counts: BTreeMap::new(),
             sent: BTreeMap::new(),
             refused: BTreeMap::new(),
             trace: std::env::var_os("KUBE_REMEDIATOR_PROPTEST_TRACE").is_some(),
@@ -1376,7 +1401,10 @@ impl Run {
                 }
             }
             Event::WatchLag { ms } => self.lag_ms = u64::from(ms),
-            Event::Restart => self.list_everything(),
+            Event::Restart => {
+                self.stored_ahead.clear();
+                self.list_everything();
+            }
             Event::Cordon { node, on } => {
                 let i = self.node_of(node);
                 let n = &mut self.world.nodes[i];
@@ -1606,7 +1634,11 @@ impl Run {
         let plan = plan(&observed, &self.policy, now);
         self.index_property(asked, &plan)?;
         self.storm = Some(plan.storm.memory.clone());
-        self.next_deadline = plan.next_deadline.map(|d| {
+        let ahead =
+            ahead(&observed, &self.policy, &plan, &self.stored_ahead, Some(&self.status), now);
+        self.ahead_property(&ahead, now)?;
+        let wake_at = plan.next_deadline.into_iter().chain(ahead.wake_at).min();
+        self.next_deadline = wake_at.map(|d| {
             let ms = (d.duration_since(ts(0)).as_nanos() + 999_999) / 1_000_000;
             u64::try_from(ms).unwrap_or(u64::MAX)
         });
@@ -1630,16 +1662,115 @@ impl Run {
                 }
             }
         }
-        // Then as the writer goes: one after the other, each with its own last look.
+        // Then as the writer goes: the records first (those stored ahead are not written
+        // again), then one action after the other, each with its own last look.
+        let mut status = self.status.clone();
+        push_recent_actions(&mut status, ahead.records.iter().chain(&ahead.withdrawn).cloned());
+        if records_before_requests(&mut status, &plan.actions, &ahead.stored, now)
+            && !self.store_status(&status)
+        {
+            // None taken, nothing kept: the reconcile fails and is retried, and the next
+            // decision records them again.
+            self.asked = true;
+            return Ok(());
+        }
+        let mut outcomes = Vec::new();
         for action in &plan.actions {
-            if self.recheck(action).is_err() {
-                continue;
-            }
-            if let (Ok(()), undo) = self.kernel(action) {
+            let sent = self.recheck(action).is_ok() && self.kernel(action).0.is_ok();
+            if sent {
+                self.record_property(action)?;
+                if ahead.stored.contains(&action.record_key()) {
+                    *self.ahead_counts.entry("sent on a record ahead").or_default() += 1;
+                }
+                let (_, undo) = self.kernel(action);
                 self.admitted_properties(action, undo)?;
                 self.send(action, undo.unwrap_or_default());
                 // The operator records what it did and hears of its own writes.
                 self.asked = true;
+            }
+            let result = if sent { ActionResult::Done } else { ActionResult::Skipped };
+            outcomes.push(action.record(now, Mode::Enforce, action.reason().into(), result, None));
+        }
+        // The history as `PolicyHistory::after_commit` keeps it.
+        for outcome in &outcomes {
+            self.stored_ahead.remove(&record_key(outcome));
+        }
+        push_recent_actions(&mut status, outcomes);
+        if self.store_status(&status) {
+            self.stored_ahead.extend(ahead.recorded.iter().cloned());
+            for key in &ahead.forgotten {
+                self.stored_ahead.remove(key);
+            }
+            self.withdrawn_property(now)?;
+        }
+        Ok(())
+    }
+
+    /// The policy's status write: refused by the API server in one second of every seven
+    /// (whatever else happens), stored otherwise. Returns whether it was stored.
+    fn store_status(&mut self, status: &RemediationPolicyStatus) -> bool {
+        if (self.now / 1000) % 7 == 3 {
+            *self.ahead_counts.entry("status writes refused").or_default() += 1;
+            return false;
+        }
+        self.status = status.clone();
+        true
+    }
+
+    /// Property 10, for a decision's records ahead: each stored at most [`RECORD_AHEAD`]
+    /// before its due instant, never at or after it; and the records it counts as stored
+    /// ahead (sent without another) are this run's and still in the status as stored.
+    fn ahead_property(&mut self, ahead: &Ahead, now: Timestamp) -> Checked {
+        for (key, due) in &ahead.recorded {
+            let early = due.duration_since(now);
+            if early <= SignedDuration::ZERO || early > RECORD_AHEAD {
+                return Err(format!(
+                    "property 10: a record stored ahead {early} before its due instant {due}:                      {key:?}"
+                ));
+            }
+        }
+        *self.ahead_counts.entry("recorded ahead").or_default() += ahead.recorded.len() as u32;
+        *self.ahead_counts.entry("withdrawn").or_default() += ahead.withdrawn.len() as u32;
+        for key in &ahead.stored {
+            if !self.stored_ahead.contains_key(key) {
+                return Err(format!(
+                    "property 10: an action counted as recorded ahead that this run did not                      record (a restart, or another run's record): {key:?}"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Property 10, before any request: the status as stored holds the action's `Pending`
+    /// record, whether this decision wrote it or one stored it ahead.
+    fn record_property(&self, action: &Action) -> Checked {
+        let key = action.record_key();
+        let held = self.status.recent_actions.iter().any(|r| {
+            record_key(r) == key && r.result == ActionResult::Pending && r.mode == Mode::Enforce
+        });
+        if held {
+            return Ok(());
+        }
+        Err(format!(
+            "property 10: a request sent without its Pending record stored\naction: {}",
+            describe(action)
+        ))
+    }
+
+    /// Property 10, after a decision's status is stored: no record this run stored ahead is
+    /// still `Pending` in it past its due instant (its action was sent, or it was withdrawn).
+    fn withdrawn_property(&self, now: Timestamp) -> Checked {
+        for (key, due) in &self.stored_ahead {
+            let pending = self
+                .status
+                .recent_actions
+                .iter()
+                .any(|r| record_key(r) == *key && r.result == ActionResult::Pending);
+            if *due <= now && pending {
+                return Err(format!(
+                    "property 10: a record stored ahead still Pending at {now}, past its due \
+                     instant {due}, and still kept as stored ahead: {key:?}"
+                ));
             }
         }
         Ok(())
@@ -2350,8 +2481,8 @@ fn coverage() {
     for shape in [Shape::StuckOnly, Shape::NodeActions, Shape::AssumeOff, Shape::FenceAllLive] {
         let mut runner = TestRunner::new(config(200));
         let strategy = scenario(shape);
-        let (mut sent, mut refused, mut index) =
-            (BTreeMap::new(), BTreeMap::new(), BTreeMap::new());
+        let (mut sent, mut refused, mut index, mut records_ahead) =
+            (BTreeMap::new(), BTreeMap::new(), BTreeMap::new(), BTreeMap::new());
         let (mut cases, mut failed) = (0, 0);
         for _ in 0..runner.config().cases {
             let s = strategy.new_tree(&mut runner).expect("a history").current();
@@ -2367,13 +2498,16 @@ fn coverage() {
                     for (what, n) in run.index {
                         *index.entry(what).or_insert(0) += n;
                     }
+                    for (what, n) in run.ahead_counts {
+                        *records_ahead.entry(what).or_insert(0) += n;
+                    }
                 }
                 Err(_) => failed += 1,
             }
         }
         eprintln!(
             "{shape:?}: {cases} histories ({failed} failing): sent {sent:?}; refused {refused:?}; \
-             index {index:?}"
+             index {index:?}; records ahead {records_ahead:?}"
         );
     }
 }

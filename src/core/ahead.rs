@@ -23,6 +23,7 @@ use jiff::{SignedDuration, Timestamp};
 
 use super::action::Action;
 use super::plan::{Plan, plan};
+use super::status::push_recent_actions;
 use super::{Observed, ValidatedPolicy};
 use crate::crd::{ActionKind, ActionResult, Mode, RecentAction, RemediationPolicyStatus};
 
@@ -133,6 +134,40 @@ pub fn ahead(
     out
 }
 
+/// The `Pending` records a commit stores before its requests, added to `status` (the decision's,
+/// with its records ahead and withdrawals): one for each action whose record was not stored
+/// ahead (`recorded_ahead`); and if that pushes out one stored ahead (the status keeps
+/// [`crate::crd::MAX_RECENT_ACTIONS`] records, newest first), one again, now, for every action
+/// stored ahead: the batch's records then come first, and a plan's batch is never more than the
+/// status keeps. So every request goes out with its record in the status as stored. Returns
+/// whether the status must be written before the requests: not when every record was stored
+/// ahead (the status as stored holds them all).
+pub fn records_before_requests(
+    status: &mut RemediationPolicyStatus,
+    actions: &[Action],
+    recorded_ahead: &BTreeSet<RecordKey>,
+    now: Timestamp,
+) -> bool {
+    let (ahead, unrecorded): (Vec<&Action>, Vec<&Action>) =
+        actions.iter().partition(|a| recorded_ahead.contains(&a.record_key()));
+    if unrecorded.is_empty() {
+        return false;
+    }
+    let detail = || "being sent: recorded before the request".to_string();
+    push_recent_actions(status, unrecorded.iter().map(|a| a.pending_record(now, detail())));
+    let holds = |status: &RemediationPolicyStatus, key: &RecordKey| {
+        status.recent_actions.iter().any(|r| {
+            r.result == ActionResult::Pending && r.mode == Mode::Enforce && record_key(r) == *key
+        })
+    };
+    if ahead.iter().any(|a| !holds(status, &a.record_key())) {
+        let again = "being sent: recorded again before the request";
+        // Pushed last, they come first among the records of this instant.
+        push_recent_actions(status, ahead.iter().map(|a| a.pending_record(now, again.into())));
+    }
+    true
+}
+
 /// The record replacing one stored ahead whose action did not come.
 fn withdrawn(record: &RecentAction, due: Timestamp, now: Timestamp) -> RecentAction {
     RecentAction {
@@ -148,4 +183,102 @@ fn withdrawn(record: &RecentAction, due: Timestamp, now: Timestamp) -> RecentAct
 
 fn earliest(a: Option<Timestamp>, b: Timestamp) -> Option<Timestamp> {
     Some(a.map_or(b, |a| a.min(b)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::{ForceDelete, PodTarget};
+    use crate::crd::MAX_RECENT_ACTIONS;
+
+    fn at(s: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + s).expect("ts")
+    }
+
+    fn force_delete(i: usize) -> Action {
+        Action::ForceDelete(ForceDelete {
+            pod: PodTarget {
+                namespace: "ns".into(),
+                name: format!("web-{i}"),
+                uid: format!("uid-{i}"),
+                node: "n1".into(),
+                owner: None,
+                reason: "node n1 dead".into(),
+                threshold: at(0),
+                shutdown_seen: None,
+            },
+            blocks_rollout: None,
+            lease_renewed: None,
+            fencing_required: None,
+            live: None,
+            death: None,
+        })
+    }
+
+    fn holds_pending(status: &RemediationPolicyStatus, action: &Action) -> bool {
+        status
+            .recent_actions
+            .iter()
+            .any(|r| r.result == ActionResult::Pending && record_key(r) == action.record_key())
+    }
+
+    /// Every action of a batch has its `Pending` record in what is written before the requests,
+    /// however many newer records (ahead of the next deadline, withdrawals, earlier outcomes)
+    /// the status holds; none is written when every record was stored ahead.
+    #[test]
+    fn every_request_goes_out_with_its_record_in_the_status_as_stored() {
+        struct Row {
+            case: &'static str,
+            /// The batch: this many actions, the first `stored` of them recorded ahead (1 s
+            /// before `now`, in the status as stored).
+            batch: usize,
+            stored: usize,
+            /// Records newer than those ahead already in the status to write (the decision's
+            /// records ahead of the next deadline, withdrawals: `now`).
+            newer: usize,
+            write_first: bool,
+        }
+        let rows = [
+            Row { case: "nothing ahead", batch: 3, stored: 0, newer: 0, write_first: true },
+            Row { case: "all ahead", batch: 5, stored: 5, newer: 19, write_first: false },
+            Row { case: "some ahead, room left", batch: 5, stored: 2, newer: 3, write_first: true },
+            Row {
+                case: "some ahead, pushed out",
+                batch: 20,
+                stored: 15,
+                newer: 10,
+                write_first: true,
+            },
+            Row {
+                case: "one ahead, a full status",
+                batch: 2,
+                stored: 1,
+                newer: 20,
+                write_first: true,
+            },
+        ];
+        for row in rows {
+            let batch: Vec<Action> = (0..row.batch).map(force_delete).collect();
+            let recorded: BTreeSet<RecordKey> =
+                batch.iter().take(row.stored).map(Action::record_key).collect();
+            let mut status = RemediationPolicyStatus::default();
+            let ahead =
+                batch.iter().take(row.stored).map(|a| a.pending_record(at(-1), "due".into()));
+            push_recent_actions(&mut status, ahead);
+            let newer = (100..100 + row.newer)
+                .map(|i| force_delete(i).pending_record(at(0), "due at the next deadline".into()));
+            push_recent_actions(&mut status, newer);
+            let before = status.clone();
+            let write_first = records_before_requests(&mut status, &batch, &recorded, at(0));
+            assert_eq!(write_first, row.write_first, "{}", row.case);
+            if !write_first {
+                assert_eq!(status, before, "{}: nothing added when nothing is written", row.case);
+                continue;
+            }
+            assert!(status.recent_actions.len() <= MAX_RECENT_ACTIONS, "{}", row.case);
+            for action in &batch {
+                assert!(holds_pending(&status, action), "{}: {:?}", row.case, action.record_key());
+            }
+        }
+    }
 }

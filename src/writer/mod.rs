@@ -20,7 +20,7 @@ use kube::{Client, ResourceExt};
 use tracing::{info, warn};
 
 use crate::Result;
-use crate::core::ahead::RecordKey;
+use crate::core::ahead::{RecordKey, records_before_requests};
 use crate::core::{
     Action, FencingNotice, LastLook, NodeNotice, PodNotice, ValidatedPolicy, push_recent_actions,
 };
@@ -181,15 +181,14 @@ impl Writer {
                 // Every request is recorded before it is sent: an operator stopped between the
                 // request and its outcome leaves a Pending record, which its next run resolves.
                 let looks = SharedLooks::new(self, policy.name_any(), actions, None);
-                let unrecorded: Vec<&Action> =
-                    actions.iter().filter(|a| !recorded_ahead.contains(&a.record_key())).collect();
-                if validated.mode == Mode::Enforce && unrecorded.is_empty() {
+                let now = crate::clock::now();
+                let enforce = validated.mode == Mode::Enforce;
+                let write_first =
+                    enforce && records_before_requests(&mut status, actions, recorded_ahead, now);
+                if enforce && !write_first {
                     // Every record stored ahead: the last looks' reads, the policy's too, at once.
                     let (_, ()) = tokio::join!(looks.policy(), looks.prefetch(actions));
-                } else if validated.mode == Mode::Enforce {
-                    let now = crate::clock::now();
-                    let pending = unrecorded.into_iter().map(|a| pending_record(a, now));
-                    push_recent_actions(&mut status, pending);
+                } else if write_first {
                     let (name, sent) = (policy.name_any(), Instant::now());
                     // The last looks' reads go out meanwhile; no request before the records
                     // are stored.
@@ -426,4 +425,3 @@ pub(crate) use events::reference;
 use look::SharedLooks;
 pub use look::{LIST_PODS_FROM, SHARED_LOOK_FOR};
 pub(crate) use look::{last_look, our_taint};
-use status::pending_record;

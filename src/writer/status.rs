@@ -1,12 +1,11 @@
-//! The writer's status writes: the policy's status (merge patch of the status subresource), and
-//! the `Pending` record of each request, written before it is sent.
+//! The writer's status writes: the policy's status (merge patch of the status subresource),
+//! with the `Pending` record of each request before it is sent
+//! ([`crate::core::ahead::records_before_requests`]).
 
-use jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 
 use super::{FIELD_MANAGER, Writer};
-use crate::core::Action;
-use crate::crd::{RecentAction, RemediationPolicy, RemediationPolicyStatus};
+use crate::crd::{RemediationPolicy, RemediationPolicyStatus};
 use crate::metrics::WriteKind;
 use crate::{Error, Result};
 
@@ -33,9 +32,4 @@ impl Writer {
             .await
             .map_err(|source| Error::PatchStatus { name: name.to_string(), source })
     }
-}
-
-/// The record of an action about to be sent (Enforce), replaced by its outcome's.
-pub(super) fn pending_record(action: &Action, at: Timestamp) -> RecentAction {
-    action.pending_record(at, "being sent: recorded before the request".into())
 }

@@ -638,14 +638,15 @@ impl TestEnv {
             .create(&PostParams::default(), &node)
             .await
             .with_context(|| format!("creating node {name}"))?;
-        self.wait_node_schedulable(&name).await?;
+        self.wait_node_ready(&name, "True").await?;
         Ok(name)
     }
 
     /// Waits until the node is Ready and carries no taint of the node lifecycle controller's
-    /// (`node.kubernetes.io/...`): a node created without conditions is tainted not-ready until
-    /// the controller's next pass after the Ready heartbeat, and the scheduler (and a spread
-    /// with `nodeTaintsPolicy: Honor`) must see it as the schedulable node it is.
+    /// (`node.kubernetes.io/...`): a node created without conditions may be tainted not-ready
+    /// until the controller's pass after the Ready heartbeat (seconds, under load), and a test
+    /// that counts on the scheduler placing pods there (a spread with `nodeTaintsPolicy:
+    /// Honor`) must wait for it.
     pub async fn wait_node_schedulable(&self, node: &str) -> Result<Node> {
         let nodes = self.nodes();
         wait_for(&format!("node {node} Ready and untainted"), Duration::from_secs(60), || {

@@ -42,8 +42,12 @@ pub(super) async fn installed_chart_grants_enough_and_no_more(env: &TestEnv) -> 
     Api::<Namespace>::all(env.client.clone())
         .patch(&env.namespace, &PatchParams::default(), &Patch::Merge(&psa))
         .await?;
-    // Two nodes of this test's own, so the spread over nodes shows.
+    // Two nodes of this test's own, so the spread over nodes shows; both schedulable before
+    // the chart's pods are placed (the spread does not count a node tainted not-ready).
     let second = env.add_node("b").await?;
+    for node in [&env.healthy_node, &second] {
+        env.wait_node_schedulable(node).await?;
+    }
 
     let release = env.name.clone();
     let fullname = format!("{release}-kube-remediator");
