@@ -74,19 +74,11 @@ pub fn ahead(
     // Only Enforce sends; in DryRun (switched to within the second) a record ahead is withdrawn.
     let sent = now_plan.actions.iter().filter(|_| policy.mode == Mode::Enforce);
     let acting: BTreeSet<RecordKey> = sent.map(Action::record_key).collect();
-    let held: BTreeMap<RecordKey, &RecentAction> = previous
-        .into_iter()
-        .flat_map(|s| &s.recent_actions)
-        .filter(|r| r.result == ActionResult::Pending && r.mode == Mode::Enforce)
-        .map(|r| (record_key(r), r))
-        .collect();
+    let held: BTreeMap<RecordKey, &RecentAction> =
+        enforced(previous, ActionResult::Pending).map(|r| (record_key(r), r)).collect();
     // A retry after a failure keeps one record, its latest Failed one, while it backs off.
-    let failed: BTreeSet<RecordKey> = previous
-        .into_iter()
-        .flat_map(|s| &s.recent_actions)
-        .filter(|r| r.result == ActionResult::Failed && r.mode == Mode::Enforce)
-        .map(record_key)
-        .collect();
+    let failed: BTreeSet<RecordKey> =
+        enforced(previous, ActionResult::Failed).map(record_key).collect();
     let mut out = Ahead::default();
     for (key, due) in stored_ahead {
         if acting.contains(key) {
@@ -156,9 +148,7 @@ pub fn records_before_requests(
     let detail = || "being sent: recorded before the request".to_string();
     push_recent_actions(status, unrecorded.iter().map(|a| a.pending_record(now, detail())));
     let holds = |status: &RemediationPolicyStatus, key: &RecordKey| {
-        status.recent_actions.iter().any(|r| {
-            r.result == ActionResult::Pending && r.mode == Mode::Enforce && record_key(r) == *key
-        })
+        enforced(Some(status), ActionResult::Pending).any(|r| record_key(r) == *key)
     };
     if ahead.iter().any(|a| !holds(status, &a.record_key())) {
         let again = "being sent: recorded again before the request";
@@ -166,6 +156,15 @@ pub fn records_before_requests(
         push_recent_actions(status, ahead.iter().map(|a| a.pending_record(now, again.into())));
     }
     true
+}
+
+/// The Enforce records of `status` with this result.
+fn enforced(
+    status: Option<&RemediationPolicyStatus>,
+    result: ActionResult,
+) -> impl Iterator<Item = &RecentAction> {
+    let records = status.into_iter().flat_map(|s| &s.recent_actions);
+    records.filter(move |r| r.result == result && r.mode == Mode::Enforce)
 }
 
 /// The record replacing one stored ahead whose action did not come.
