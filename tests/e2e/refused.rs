@@ -123,9 +123,17 @@ async fn refused_delete(env: &TestEnv) -> Result<()> {
     let p = env.pods().get_opt("refused").await?;
     ensure!(p.map(|p| uid(&p)) == Some(refused.clone()), "pod refused is gone");
 
-    // Reported as failing: one status entry, the refusal named; Event; metric.
-    let status = env.policies().get(&env.name).await?.status.unwrap_or_default();
-    let records: Vec<_> = status.recent_actions.iter().filter(|a| a.uid == refused).collect();
+    // Reported as failing: one status entry, the refusal named; Event; metric. Each attempt is
+    // recorded `Pending` before its request and that record stands beside the `Failed` one until
+    // the attempt's outcome replaces both: read the status once no attempt is in flight (the next
+    // is 40 s away).
+    let records = wait_for("no attempt of refused in flight", Duration::from_secs(10), || async {
+        let status = env.policies().get(&env.name).await?.status.unwrap_or_default();
+        let records: Vec<_> =
+            status.recent_actions.into_iter().filter(|a| a.uid == refused).collect();
+        Ok(records.iter().all(|a| a.result.as_str() != "Pending").then_some(records))
+    })
+    .await?;
     ensure!(
         records.len() == 1 && records[0].result.as_str() == "Failed",
         "one Failed entry of refused wanted: {records:?}"
