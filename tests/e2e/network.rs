@@ -6,7 +6,8 @@
 //!   for good (half-open), new ones for 15 s. The last look's requests time out
 //!   (`--request-timeout`, 10 s) and the action is recorded as failed (metric, status). The
 //!   watches opened before the fault are silent forever: the silent Lease view suspends all
-//!   evidence until the watcher replaces it, within 60 s (the watch timeout of 55 s plus the
+//!   evidence until the watcher replaces it, within 60 s (their shared HTTP/2 connection is
+//!   closed when a ping goes unanswered, 15 s at most; else the watch timeout of 55 s plus the
 //!   watcher's 5 s margin; kube's default of 290 s would hold it five minutes), and a full
 //!   evidence window later the force delete is retried and done, once, over connections that
 //!   add half a second of latency each way (below the request timeout: slow is not failed).
@@ -71,7 +72,10 @@ async fn blackholed_connections_time_out_and_are_replaced(env: &TestEnv) -> Resu
     .await?;
 
     // Every connection goes silent: the open ones for good, new ones for FULL_BLACKHOLE.
+    // HTTP/2: each of the operator's clients (watches, reads, writes) shares one connection for
+    // all its requests; on HTTP/1.1 each open watch held one of its own.
     let opened_before = proxy.connections();
+    ensure!(opened_before <= 3, "{opened_before} connections open: not one per client");
     proxy.blackhole(true);
     let blackholed = Timestamp::now();
     release(&hold_dir, &early_uid)?;
