@@ -21,7 +21,7 @@ use crate::e2e;
 use crate::fixtures::{bare_pod, deployment, stateful_set};
 use crate::fixtures::{uid, until};
 use crate::support::cluster::AuditEntry;
-use crate::support::env::{HOSTNAME_LABEL, TEST_LABEL, ZONE_LABEL, node_ready_status};
+use crate::support::env::{HOSTNAME_LABEL, TEST_LABEL, ZONE_LABEL, node_ready_status, renew_lease};
 use crate::support::operator::{Operator, binary};
 use crate::support::pki::OPERATOR_USER;
 use crate::support::{TestEnv, holds_for, shared_cluster, wait_for};
@@ -41,6 +41,8 @@ pub fn trials() -> Vec<Trial> {
         e2e!("st-batch-records", each_pod_of_one_batch_has_its_own_records),
         e2e!("st-dry-run-restart", dry_run_records_a_pod_once_across_a_restart),
         e2e!("st-finalizer-restart", a_pod_a_finalizer_holds_is_never_force_deleted),
+        e2e!("st-ahead-node-returns", a_record_ahead_is_withdrawn_when_the_node_returns),
+        e2e!("st-ahead-restart", a_restart_after_a_record_ahead_sends_nothing_on_it),
     ]
 }
 
@@ -108,6 +110,41 @@ async fn policy_statuses(
         }
     }
     bail!("the watch of policy {name} ended before a Done record")
+}
+
+/// Waits, on a watch of the policy, until its status holds the pod's `Pending` record stored
+/// ahead of its due instant; returns when the watch delivered it and the instant the record
+/// says the pod is due at (the operator's own clock: it counts a Lease stale from when it saw
+/// the Lease last renewed, a little after the `renewTime` the test reads).
+async fn record_ahead(
+    env: &TestEnv,
+    pod_uid: &str,
+    timeout: Duration,
+) -> Result<(Timestamp, Timestamp)> {
+    let params = WatchParams::default().fields(&format!("metadata.name={}", env.name));
+    let policies = env.policies();
+    let due_at = |detail: &str| {
+        let (due, _) = detail.strip_prefix("due at ")?.split_once(": recorded ahead")?;
+        due.parse::<Timestamp>().ok()
+    };
+    let watch = async {
+        let mut events = policies.watch(&params, "0").await?.boxed();
+        while let Some(event) = events.try_next().await? {
+            let (WatchEvent::Added(p) | WatchEvent::Modified(p)) = event else { continue };
+            let status = p.status.unwrap_or_default();
+            let ahead = status.recent_actions.iter().find_map(|a| {
+                let pending = a.uid == pod_uid && a.result.as_str() == "Pending";
+                pending.then(|| a.detail.as_deref().and_then(due_at)).flatten()
+            });
+            if let Some(due) = ahead {
+                return Ok((Timestamp::now(), due));
+            }
+        }
+        bail!("the watch of policy {} ended before a record ahead", env.name)
+    };
+    tokio::time::timeout(timeout, watch)
+        .await
+        .with_context(|| format!("no record ahead of pod {pod_uid} within {timeout:?}"))?
 }
 
 /// Waits until the pod with this UID is gone.
@@ -938,6 +975,117 @@ async fn a_zone_down_at_once_is_a_partition_not_deaths(env: &TestEnv) -> Result<
     eprintln!(
         "[st-zone-partition] pod-b2 released {:.1}s after one node of its zone came back",
         back.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// A record stored ahead whose action does not come: the node's kubelet renews its Lease in
+/// the second between the pod's `Pending` record ahead and its due instant. The plan at that
+/// instant does not take the pod (its node is not dead), so the record is withdrawn (`Skipped`,
+/// saying it was never sent), nothing is left `Pending`, and no DELETE goes out (audit log).
+async fn a_record_ahead_is_withdrawn_when_the_node_returns(env: &TestEnv) -> Result<()> {
+    let Scenario { operator: _op, victim, pod_name: _, pod_uid, due } =
+        one_pod_on_a_dying_node(env, "returns", "Enforce").await?;
+    let (seen, due) = record_ahead(env, &pod_uid, until(due) + Duration::from_secs(10)).await?;
+    // The kubelet is back: its Lease renewed at once (as it would be first), then kwok
+    // heartbeats the node again.
+    let node = env.nodes().get(&victim).await?;
+    let node_uid = node.metadata.uid.unwrap_or_default();
+    renew_lease(&env.client, &victim, &node_uid, LEASE_STALE_FOR as u32, Timestamp::now()).await?;
+    let renewed = Timestamp::now();
+    env.revive_node(&victim).await?;
+    eprintln!(
+        "[st-ahead-node-returns] record ahead seen {:.3}s and the Lease renewed {:.3}s before \
+         the due instant",
+        due.duration_since(seen).as_secs_f64(),
+        due.duration_since(renewed).as_secs_f64()
+    );
+    ensure!(
+        renewed < due,
+        "the Lease was renewed {:.3}s after the due instant: the trial did not get its window",
+        renewed.duration_since(due).as_secs_f64()
+    );
+    let withdrawn = env
+        .wait_policy("the record ahead withdrawn", until(due) + Duration::from_secs(10), |s| {
+            s.recent_actions
+                .iter()
+                .find(|a| a.uid == pod_uid && a.result.as_str() == "Skipped")
+                .cloned()
+        })
+        .await?;
+    ensure!(
+        withdrawn.detail.as_deref().is_some_and(|d| d.contains("never sent")),
+        "the pod's Skipped record does not say its record ahead was never sent: {withdrawn:?}"
+    );
+    holds_for("no DELETE after the record ahead", Duration::from_secs(5), || async {
+        let writes = operator_mutations(env).await?;
+        ensure!(writes.is_empty(), "the operator wrote to the returned node's pod: {writes:?}");
+        let status = env.policies().get(&env.name).await?.status.unwrap_or_default();
+        let left: Vec<_> = status
+            .recent_actions
+            .iter()
+            .filter(|a| a.uid == pod_uid && matches!(a.result.as_str(), "Pending" | "Done"))
+            .collect();
+        ensure!(left.is_empty(), "records of the pod still Pending or Done: {left:?}");
+        Ok(())
+    })
+    .await
+}
+
+/// A restart between a record stored ahead and its due instant: the operator is killed the
+/// moment its record ahead is seen. The next run sends nothing on that record: it trusts no
+/// evidence older than its own sync, so the pod is due again a full `leaseStaleFor` after it,
+/// and its DELETE (the only one, audit log) goes out after a `Pending` record of the new run.
+async fn a_restart_after_a_record_ahead_sends_nothing_on_it(env: &TestEnv) -> Result<()> {
+    let cluster = shared_cluster().await?;
+    let Scenario { operator: mut op, victim: _, pod_name, pod_uid, due } =
+        one_pod_on_a_dying_node(env, "victim", "Enforce").await?;
+    let statuses = tokio::spawn(policy_statuses(env.policies(), env.name.clone()));
+    let (seen, due) = record_ahead(env, &pod_uid, until(due) + Duration::from_secs(10)).await?;
+    op.kill();
+    let killed = Timestamp::now();
+    eprintln!(
+        "[st-ahead-restart] record ahead seen {:.3}s and the operator killed {:.3}s before the \
+         due instant",
+        due.duration_since(seen).as_secs_f64(),
+        due.duration_since(killed).as_secs_f64()
+    );
+    ensure!(
+        killed < due,
+        "the operator was killed {:.3}s after the due instant: the trial did not get its window",
+        killed.duration_since(due).as_secs_f64()
+    );
+    let _op = Operator::start(cluster, env).await?;
+    let timeout = Duration::from_secs(LEASE_STALE_FOR as u64 + 30);
+    wait_gone(env, &pod_name, &pod_uid, timeout).await?;
+    let writes = operator_mutations(env).await?;
+    let deletes: Vec<_> = writes
+        .iter()
+        .filter(|w| w.verb == "delete" && w.name.as_deref() == Some(&pod_name))
+        .collect();
+    ensure!(deletes.len() == 1, "expected one DELETE of {pod_name}, got {writes:?}");
+    let sent = deletes[0].received.context("the DELETE's audit entry has no time")?;
+    ensure!(sent > killed, "the DELETE was received at {sent}, before the restart at {killed}");
+    // The status as the watch delivered it, in the order written: a Pending record of the pod
+    // by the new run (stamped after the kill; status times have a resolution of one second,
+    // and the new run's evidence needs `leaseStaleFor` of its own), before its Done record.
+    let versions = statuses.await??;
+    let of_pod = |v: &RemediationPolicyStatus, result: &str, after: Timestamp| {
+        v.recent_actions.iter().any(|a| {
+            a.uid == pod_uid
+                && a.result.as_str() == result
+                && a.time.0.as_second() > after.as_second()
+        })
+    };
+    let pending = versions.iter().position(|(_, v)| of_pod(v, "Pending", killed));
+    let done = versions.iter().position(|(_, v)| of_pod(v, "Done", killed));
+    let (Some(pending), Some(done)) = (pending, done) else {
+        bail!("no Pending record by the new run, or no Done record: {versions:?}");
+    };
+    ensure!(pending < done, "the new run's Pending record came after its Done one: {versions:?}");
+    eprintln!(
+        "[st-ahead-restart] released {:.1}s after the restart",
+        sent.duration_since(killed).as_secs_f64()
     );
     Ok(())
 }
