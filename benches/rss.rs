@@ -91,8 +91,8 @@ async fn run() -> Result<()> {
         eprintln!(
             "[rss] above {LARGE} pods: the control plane fitted to the machine (no kube-scheduler: \
              every pod is bound at creation; kwok with 32 requests in flight; soft Go heap \
-             limits), and on the populated cluster kube-remediator's default and the two peers \
-             only"
+             limits), and on the populated cluster kube-remediator (streamed and paged initial \
+             lists) and the two peers only"
         );
         options.large = true;
     }

@@ -789,10 +789,9 @@ options:
 /// to twice what is live. Without them, 150,000 pods on 5,000 nodes needed more memory than the
 /// development machine's 24 GiB, the measured processes not counted, mostly for the copies of
 /// every pod that the API server's watch cache, kwok and the controller-manager hold. The API
-/// server's was 7 GiB, then 9: three times it held all of it with 150,000 pods of 5 KB and its
-/// collector, not the client, set the pace of a streamed list of them (minutes instead of 52
-/// s). At 11 GiB the control plane may take about 19 GiB of the 24, leaving room for the
-/// measured processes (the naive peer's 3.5 GiB the largest, measured last).
+/// server's is 11 GiB (it held 10.0 GiB with 150,000 pods of 5 KB served for an hour): the
+/// control plane may take about 19 GiB of the 24, leaving room for the measured processes (the
+/// naive peer's 3.5 GiB the largest, measured last).
 fn go_memory_limit(component: &str) -> &'static str {
     match component {
         "kube-apiserver" => "11GiB",
