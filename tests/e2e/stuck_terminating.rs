@@ -147,6 +147,29 @@ async fn record_ahead(
         .with_context(|| format!("no record ahead of pod {pod_uid} within {timeout:?}"))?
 }
 
+/// Reports when a trial saw the record ahead and acted (`what`, at `acted`) before the due
+/// instant the record names; fails if it acted too late for the trial to test its window.
+fn in_the_window(
+    trial: &str,
+    what: &str,
+    seen: Timestamp,
+    acted: Timestamp,
+    due: Timestamp,
+) -> Result<()> {
+    let before = |t: Timestamp| due.duration_since(t).as_secs_f64();
+    eprintln!(
+        "[{trial}] record ahead seen {:.3}s and {what} {:.3}s before the due instant",
+        before(seen),
+        before(acted)
+    );
+    ensure!(
+        acted < due,
+        "{what} {:.3}s after the due instant: the trial did not get its window",
+        -before(acted)
+    );
+    Ok(())
+}
+
 /// Waits until the pod with this UID is gone.
 async fn wait_gone(env: &TestEnv, name: &str, uid: &str, timeout: Duration) -> Result<()> {
     let pods = env.pods();
@@ -994,17 +1017,7 @@ async fn a_record_ahead_is_withdrawn_when_the_node_returns(env: &TestEnv) -> Res
     renew_lease(&env.client, &victim, &node_uid, LEASE_STALE_FOR as u32, Timestamp::now()).await?;
     let renewed = Timestamp::now();
     env.revive_node(&victim).await?;
-    eprintln!(
-        "[st-ahead-node-returns] record ahead seen {:.3}s and the Lease renewed {:.3}s before \
-         the due instant",
-        due.duration_since(seen).as_secs_f64(),
-        due.duration_since(renewed).as_secs_f64()
-    );
-    ensure!(
-        renewed < due,
-        "the Lease was renewed {:.3}s after the due instant: the trial did not get its window",
-        renewed.duration_since(due).as_secs_f64()
-    );
+    in_the_window("st-ahead-node-returns", "the Lease renewed", seen, renewed, due)?;
     let withdrawn = env
         .wait_policy("the record ahead withdrawn", until(due) + Duration::from_secs(10), |s| {
             s.recent_actions
@@ -1044,17 +1057,7 @@ async fn a_restart_after_a_record_ahead_sends_nothing_on_it(env: &TestEnv) -> Re
     let (seen, due) = record_ahead(env, &pod_uid, until(due) + Duration::from_secs(10)).await?;
     op.kill();
     let killed = Timestamp::now();
-    eprintln!(
-        "[st-ahead-restart] record ahead seen {:.3}s and the operator killed {:.3}s before the \
-         due instant",
-        due.duration_since(seen).as_secs_f64(),
-        due.duration_since(killed).as_secs_f64()
-    );
-    ensure!(
-        killed < due,
-        "the operator was killed {:.3}s after the due instant: the trial did not get its window",
-        killed.duration_since(due).as_secs_f64()
-    );
+    in_the_window("st-ahead-restart", "the operator killed", seen, killed, due)?;
     let _op = Operator::start(cluster, env).await?;
     let timeout = Duration::from_secs(LEASE_STALE_FOR as u64 + 30);
     wait_gone(env, &pod_name, &pod_uid, timeout).await?;
