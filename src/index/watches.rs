@@ -76,16 +76,39 @@ impl InitialLists {
 /// is one watch request per kind a minute, about a dozen a minute in all.
 pub const WATCH_TIMEOUT_SECS: u32 = 55;
 
-/// The watcher configuration every watch of the operator uses.
+/// The longest bound a streamed list is given ([`next_bound`]): client-go's watches ask for 5
+/// to 10 minutes.
+pub const LONGEST_WATCH_TIMEOUT_SECS: u32 = 600;
+
+/// The watcher configuration every watch of the operator starts with.
 pub fn watch_config(lists: InitialLists) -> watcher::Config {
-    let config = watcher::Config::default().timeout(WATCH_TIMEOUT_SECS).page_size(PAGE_SIZE);
+    bounded_config(lists, WATCH_TIMEOUT_SECS)
+}
+
+fn bounded_config(lists: InitialLists, timeout_secs: u32) -> watcher::Config {
+    let config = watcher::Config::default().timeout(timeout_secs).page_size(PAGE_SIZE);
     match lists {
         InitialLists::Streaming => config.streaming_lists(),
         InitialLists::Paged => config,
     }
 }
 
+/// The bound a watch asks for after its streamed list was cut by `bound`: a streamed list is
+/// one watch request, which the API server ends at its bound even before the list's end, and
+/// the next one streams the whole list again. At 150,000 pods the list takes longer than 55 s,
+/// so the pod watch never synced (its list started over every minute); doubled at each cut, up
+/// to [`LONGEST_WATCH_TIMEOUT_SECS`]. `None`: already there.
+pub fn next_bound(bound: u32) -> Option<u32> {
+    (bound < LONGEST_WATCH_TIMEOUT_SECS).then(|| (bound * 2).min(LONGEST_WATCH_TIMEOUT_SECS))
+}
+
 /// Starts one kind's watch: `apply` and `delete` say what its objects do to the state.
+///
+/// A watch whose streamed list is cut by its bound starts again with a longer one
+/// ([`next_bound`]) and keeps it afterwards, a watch request then lasting that long: the
+/// watcher cannot resume a watch from a resourceVersion under a new bound. It is only longer
+/// where the list needs it (at 150,000 pods, the pod watch); a dead connection is still noticed
+/// within 15 s on HTTP/2 (its pings, `cli::connect`), only a silent watch on HTTP/1.1 later.
 pub fn spawn<K>(
     api: Api<K>,
     kind: WatchedKind,
@@ -96,19 +119,58 @@ pub fn spawn<K>(
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
-    let stream = watcher::watcher(api, watch_config(ctx.lists)).default_backoff();
-    tokio::spawn(consume(stream, kind, ctx, apply, delete))
+    tokio::spawn(async move {
+        let mut bound = WATCH_TIMEOUT_SECS;
+        loop {
+            let stream = watcher::watcher(api.clone(), bounded_config(ctx.lists, bound));
+            let Some(next) =
+                consume(stream.default_backoff(), kind, &ctx, apply, delete, bound).await
+            else {
+                return;
+            };
+            warn!(
+                kind = kind.as_str(),
+                bound_secs = bound,
+                next_secs = next,
+                "the streamed list was cut by the watch's bound before its end; streaming it \
+                 again under a longer bound"
+            );
+            bound = next;
+        }
+    })
 }
 
+/// Feeds the state from one watcher until its stream ends (never, but for a shutdown: `None`)
+/// or, with streamed lists, until a list is cut by `bound` before its end while a longer bound
+/// is left: the watcher would start it again, which the caller does instead under the longer
+/// bound returned.
 async fn consume<K: Resource>(
     stream: impl Stream<Item = Result<Event<K>, watcher::Error>>,
     kind: WatchedKind,
-    ctx: WatchCtx,
+    ctx: &WatchCtx,
     apply: fn(&mut ClusterState, &K, Timestamp) -> Change,
     delete: fn(&mut ClusterState, &K, Timestamp) -> Change,
-) {
+    bound: u32,
+) -> Option<u32> {
     let mut stream = std::pin::pin!(stream);
+    // When the list in progress started: none between lists, nor after a watch request failed
+    // to start (the time the watcher then waits is not the list's).
+    let mut listing_since: Option<tokio::time::Instant> = None;
     while let Some(event) = stream.next().await {
+        match &event {
+            Ok(Event::Init) => {
+                let streamed = ctx.lists == InitialLists::Streaming;
+                if let Some(since) = listing_since.filter(|_| streamed)
+                    && cut_by_bound(since.elapsed(), bound)
+                    && let Some(next) = next_bound(bound)
+                {
+                    return Some(next);
+                }
+                listing_since = Some(tokio::time::Instant::now());
+            }
+            Ok(Event::InitDone) | Err(watcher::Error::WatchStartFailed(_)) => listing_since = None,
+            _ => {}
+        }
         let now = crate::clock::now();
         let (change, synced, nodes, pods) = {
             let mut state = ctx.state.write().unwrap_or_else(|e| e.into_inner());
@@ -148,6 +210,13 @@ async fn consume<K: Resource>(
             Change::None => {}
         }
     }
+    None
+}
+
+/// Whether a list that started `elapsed` ago and started over was cut by the watch's `bound`
+/// (the API server ends a watch request at its bound, to the second) rather than by a failure.
+fn cut_by_bound(elapsed: std::time::Duration, bound: u32) -> bool {
+    elapsed + std::time::Duration::from_secs(1) >= std::time::Duration::from_secs(bound.into())
 }
 
 /// Bumps the trigger when the earliest deferred pod change is due ([`Change::At`]): a pod
@@ -226,6 +295,100 @@ mod tests {
         // Nothing pending: no trigger.
         let next = tokio::time::timeout(10 * TRIGGER_GAP, triggers.next()).await;
         assert!(next.is_err(), "a trigger without a bump");
+    }
+
+    #[test]
+    fn bounds_double_up_to_the_longest() {
+        let mut bounds = vec![WATCH_TIMEOUT_SECS];
+        while let Some(next) = next_bound(*bounds.last().expect("a bound")) {
+            bounds.push(next);
+        }
+        assert_eq!(bounds, [55, 110, 220, 440, 600]);
+        assert!(cut_by_bound(std::time::Duration::from_secs(55), 55));
+        assert!(cut_by_bound(std::time::Duration::from_millis(54_200), 55), "to the second");
+        assert!(!cut_by_bound(std::time::Duration::from_secs(30), 55), "ended early: failed");
+    }
+
+    type Handle = tower_test::mock::Handle<
+        http::Request<kube::client::Body>,
+        http::Response<kube::client::Body>,
+    >;
+
+    /// A streamed Namespace watch against a mock API server, with nothing else running.
+    fn namespace_watch(lists: InitialLists) -> (Handle, JoinHandle<()>) {
+        let (service, handle) = tower_test::mock::pair();
+        let client = kube::Client::new(service, "default");
+        let ctx = WatchCtx {
+            state: Arc::new(RwLock::new(ClusterState::new())),
+            trigger: watch::channel(0).0,
+            metrics: Arc::new(Metrics::new()),
+            lists,
+            node_lists: Arc::new(tokio::sync::Notify::new()),
+            deferred: Arc::new(tokio::sync::Notify::new()),
+        };
+        let task = spawn::<k8s_openapi::api::core::v1::Namespace>(
+            Api::all(client),
+            WatchedKind::Namespace,
+            ctx,
+            |state, ns, _| state.apply_namespace(ns),
+            |state, ns, _| state.delete_namespace(&ns.name_any()),
+        );
+        (handle, task)
+    }
+
+    /// The next watch request's `timeoutSeconds`, checked to be a streamed list's start; the
+    /// API server's answer is one namespace, then the end of the request, `after` its start.
+    async fn answer_streamed_list(handle: &mut Handle, after: std::time::Duration) -> String {
+        let (request, respond) = handle.next_request().await.expect("a watch request");
+        let query = request.uri().query().unwrap_or_default().to_string();
+        assert!(query.contains("watch=true"), "{query}");
+        assert!(query.contains("sendInitialEvents=true"), "not a streamed list: {query}");
+        let timeout = query
+            .split('&')
+            .find_map(|kv| kv.strip_prefix("timeoutSeconds="))
+            .expect("a timeoutSeconds")
+            .to_string();
+        tokio::time::sleep(after).await;
+        let event = serde_json::json!({ "type": "ADDED", "object": {
+            "apiVersion": "v1", "kind": "Namespace",
+            "metadata": { "name": "a", "resourceVersion": "7" },
+        }});
+        respond.send_response(
+            http::Response::builder()
+                .body(kube::client::Body::from(format!("{event}\n").into_bytes()))
+                .expect("a response"),
+        );
+        timeout
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_streamed_list_cut_by_its_bound_streams_again_under_a_longer_one() {
+        let (mut handle, task) = namespace_watch(InitialLists::Streaming);
+        // Each list's request is answered when its predecessor has lasted its bound: the API
+        // server ends a streamed list at the bound, before its end. The request that follows
+        // a cut, the watcher's own, still asks for the old bound: it is dropped when answered,
+        // and the next request asks for the doubled one.
+        let mut asked = vec![answer_streamed_list(&mut handle, std::time::Duration::ZERO).await];
+        for _ in 0..10 {
+            let bound: u64 = asked.last().expect("a bound").parse().expect("seconds");
+            let lasted = std::time::Duration::from_secs(bound);
+            asked.push(answer_streamed_list(&mut handle, lasted).await);
+        }
+        let want = ["55", "55", "110", "110", "220", "220", "440", "440", "600", "600", "600"];
+        assert_eq!(asked, want);
+        task.abort();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_streamed_list_that_ends_early_keeps_its_bound() {
+        let (mut handle, task) = namespace_watch(InitialLists::Streaming);
+        let mut asked = vec![answer_streamed_list(&mut handle, std::time::Duration::ZERO).await];
+        for _ in 0..3 {
+            // Ended 20 s into a 55 s bound: a failure, not a list too long for its bound.
+            asked.push(answer_streamed_list(&mut handle, std::time::Duration::from_secs(20)).await);
+        }
+        assert_eq!(asked, ["55", "55", "55", "55"]);
+        task.abort();
     }
 
     #[test]
