@@ -83,6 +83,8 @@ pub fn client(config: kube::Config) -> Result<kube::Client, kube::Error> {
         .option_layer(timeout)
         .option_layer(config.auth_layer()?)
         .layer(config.extra_headers_layer()?)
+        .map_request(crate::index::protobuf::ask_protobuf)
+        .map_response(crate::index::protobuf::to_json)
         .map_err(BoxError::from)
         .service(http_client);
     Ok(kube::Client::new(service, config.default_namespace))

@@ -5,5 +5,6 @@
 
 pub mod intern;
 pub mod kinds;
+pub mod protobuf;
 pub mod state;
 pub mod watches;

@@ -24,6 +24,7 @@ mod node_actions;
 mod node_lifecycle;
 mod operator_errors;
 mod policy_validation;
+mod protobuf;
 mod ready_on_dead_node;
 mod refused;
 mod rollouts;
@@ -60,6 +61,7 @@ const SMOKE: &[&str] = &[
     "fs-shutdown-pods",
     "me-live-metrics",
     "rd-mark-not-ready",
+    "pb-pods-as-json",
     "chart-install",
     "chart-admission-guard",
 ];
@@ -86,6 +88,7 @@ fn main() {
         policy_validation::trials(),
         stuck_terminating::trials(),
         network::trials(),
+        protobuf::trials(),
         refused::trials(),
         live_node::trials(),
         operator_errors::trials(),
