@@ -6,16 +6,17 @@
 //! only what [`WatchedPod`](crate::adapters::WatchedPod) reads (managedFields,
 //! containers and the rest are skipped while decoding, as the JSON decoder skips them).
 //!
-//! Only the cluster-wide pods' watch (`GET /api/v1/pods?watch=...`) is asked for in protobuf:
-//! every other request, the last look's fresh reads and every write among them, stays JSON.
-//! An answer that is not protobuf (an API server or proxy that does not offer it) passes
-//! through unchanged.
+//! Only the cluster-wide pods' watch and lists (`GET /api/v1/pods`: the watch, its paged lists,
+//! the pods of a node not Ready, `plan`'s pages) are asked for in protobuf: every other
+//! request, the last look's fresh reads and every write among them, stays JSON. An answer
+//! that is not protobuf (an API server or proxy that does not offer it) passes through
+//! unchanged.
 //!
 //! The wire form (Kubernetes' protobuf encoding): a watch stream is a sequence of frames, each
 //! a 4-byte big-endian length and a `meta.v1.WatchEvent` { type, object: { raw } }, where `raw`
 //! is the object behind the 4-byte magic `k8s\0` as a `runtime.Unknown` { typeMeta, raw }. A
-//! `Pod` for ADDED, MODIFIED, DELETED and BOOKMARK, a `Status` for ERROR and for an answer that
-//! is not a success.
+//! `Pod` for ADDED, MODIFIED, DELETED and BOOKMARK, a `Status` for ERROR. A list's answer is one
+//! object encoded whole: a `PodList`, or a `Status` for a request that failed.
 
 use std::collections::BTreeMap;
 
@@ -34,6 +35,8 @@ use crate::crd::EXCLUDE_ANNOTATION;
 
 /// What the pods' watch asks for.
 const WATCH_PROTOBUF: &str = "application/vnd.kubernetes.protobuf;stream=watch";
+/// What a list of pods asks for.
+const LIST_PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 /// Kubernetes' protobuf media type (a watch stream's has `;stream=watch`).
 const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 /// The magic in front of every object encoded whole.
@@ -49,20 +52,21 @@ const MAX_FRAME: usize = 16 * 1024 * 1024;
 /// A response body, transcoded or passed through.
 pub type ResponseBody = UnsyncBoxBody<Bytes, BoxError>;
 
-/// Whether `request` is the cluster-wide pods' watch.
-fn is_pod_watch<B>(request: &Request<B>) -> bool {
-    request.method() == http::Method::GET
-        && request.uri().path() == "/api/v1/pods"
-        && request
-            .uri()
-            .query()
-            .is_some_and(|q| q.split('&').any(|kv| kv == "watch=true" || kv == "watch=1"))
+/// What `request` asks for in protobuf: for the cluster-wide pods' watch and lists, their
+/// media type; `None` for any other request.
+fn protobuf_for<B>(request: &Request<B>) -> Option<&'static str> {
+    if request.method() != http::Method::GET || request.uri().path() != "/api/v1/pods" {
+        return None;
+    }
+    let query = request.uri().query().unwrap_or_default();
+    let watch = query.split('&').any(|kv| kv == "watch=true" || kv == "watch=1");
+    Some(if watch { WATCH_PROTOBUF } else { LIST_PROTOBUF })
 }
 
-/// Asks for the pods' watch in protobuf; every other request is left as it is.
+/// Asks for the pods' watch and lists in protobuf; every other request is left as it is.
 pub fn ask_protobuf<B>(mut request: Request<B>) -> Request<B> {
-    if is_pod_watch(&request) {
-        request.headers_mut().insert(ACCEPT, HeaderValue::from_static(WATCH_PROTOBUF));
+    if let Some(media_type) = protobuf_for(&request) {
+        request.headers_mut().insert(ACCEPT, HeaderValue::from_static(media_type));
     }
     request
 }
@@ -90,7 +94,7 @@ where
         return Response::from_parts(parts, BodyExt::boxed_unsync(StreamBody::new(frames)));
     }
     if content_type.starts_with(PROTOBUF) {
-        // Not a watch stream: a Status (a failed request), read whole; small.
+        // Not a watch stream: a list's page or a Status (a failed request), read whole.
         parts.headers.insert(CONTENT_TYPE, json_type);
         parts.headers.remove(http::header::CONTENT_LENGTH);
         let whole = async move {
@@ -167,7 +171,7 @@ fn event_line(frame: &[u8]) -> Result<Bytes, String> {
     Ok(Bytes::from(line))
 }
 
-/// An object encoded whole (magic, `runtime.Unknown`), as JSON: a Pod or a Status.
+/// An object encoded whole (magic, `runtime.Unknown`), as JSON: a Pod, a PodList or a Status.
 fn object_json(raw: &[u8]) -> Result<Value, String> {
     let inner = raw.strip_prefix(MAGIC).ok_or("an object without the protobuf magic")?;
     let unknown = Unknown::decode(inner).map_err(|e| format!("an object's envelope: {e}"))?;
@@ -176,6 +180,11 @@ fn object_json(raw: &[u8]) -> Result<Value, String> {
         "Pod" => {
             let pod = Pod::decode(unknown.raw.as_slice()).map_err(|e| format!("a pod: {e}"))?;
             Ok(pod_json(&pod))
+        }
+        "PodList" => {
+            let list =
+                PodList::decode(unknown.raw.as_slice()).map_err(|e| format!("a pod list: {e}"))?;
+            Ok(pod_list_json(&list))
         }
         "Status" => {
             let status =
@@ -214,6 +223,23 @@ fn pod_json(pod: &Pod) -> Value {
         object.insert("status".into(), pod_status_json(status));
     }
     Value::Object(object)
+}
+
+fn pod_list_json(list: &PodList) -> Value {
+    let mut metadata = Map::new();
+    if let Some(m) = &list.metadata {
+        put_str(&mut metadata, "resourceVersion", &m.resource_version);
+        put_str(&mut metadata, "continue", &m.continue_token);
+        if let Some(n) = m.remaining_item_count {
+            metadata.insert("remainingItemCount".into(), n.into());
+        }
+    }
+    json!({
+        "apiVersion": "v1",
+        "kind": "PodList",
+        "metadata": metadata,
+        "items": list.items.iter().map(pod_json).collect::<Vec<_>>(),
+    })
 }
 
 fn metadata_json(m: &ObjectMeta) -> Value {
@@ -460,6 +486,24 @@ struct OwnerReference {
     controller: Option<bool>,
     #[prost(bool, optional, tag = "7")]
     block_owner_deletion: Option<bool>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct PodList {
+    #[prost(message, optional, tag = "1")]
+    metadata: Option<ListMeta>,
+    #[prost(message, repeated, tag = "2")]
+    items: Vec<Pod>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct ListMeta {
+    #[prost(string, tag = "2")]
+    resource_version: String,
+    #[prost(string, tag = "3")]
+    continue_token: String,
+    #[prost(int64, optional, tag = "4")]
+    remaining_item_count: Option<i64>,
 }
 
 #[derive(Clone, PartialEq, Message)]

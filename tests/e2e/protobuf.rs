@@ -1,6 +1,6 @@
-//! The pods' watch in protobuf (`src/index/protobuf.rs`): what the operator's client makes of
-//! the API server's protobuf must be what the same pods read as JSON would give, field for
-//! field, for pods that carry every field the records read.
+//! The pods' watch and lists in protobuf (`src/index/protobuf.rs`): what the operator's client
+//! makes of the API server's protobuf must be what the same pods read as JSON would give, field
+//! for field, for pods that carry every field the records read.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -28,8 +28,8 @@ const HOLD: &str = "remediator.io/test-hold";
 /// Two pods with every field the records read (an owner, a claim and an inline disk, a
 /// readiness gate, a native sidecar, the annotations read and one that is not, a finalizer),
 /// on a node that then dies: one Running, one deleted and held Terminating by the finalizer.
-/// Read by the operator's own client (the pods' watch in protobuf, turned into JSON), they
-/// must decode as the same pods listed as JSON do.
+/// Read by the operator's own client (the pods' watch, and a list in pages of one, in protobuf,
+/// turned into JSON), they must decode as the same pods listed as JSON do.
 async fn pods_in_protobuf_read_as_in_json(env: &TestEnv) -> Result<()> {
     let cluster = shared_cluster().await?;
     let node = env.add_node("pb").await?;
@@ -89,25 +89,37 @@ async fn pods_in_protobuf_read_as_in_json(env: &TestEnv) -> Result<()> {
     };
     let ours: Api<WatchedPod> = Api::all(args.client().await?);
     let plain: Api<WatchedPod> = Api::namespaced(env.client.clone(), &env.namespace);
-    let (as_json, as_protobuf) =
-        wait_for("two reads of the same versions", Duration::from_secs(30), || async {
-            // As JSON, through a plain client.
-            let listed = plain.list(&ListParams::default().labels(&selector)).await?.items;
-            // Through the operator's client: the cluster-wide pods' watch, streamed.
-            let watched = streamed_list(&ours, &selector).await?;
-            let versions = |pods: &[WatchedPod]| -> BTreeMap<Option<String>, Option<String>> {
-                pods.iter()
-                    .map(|p| (p.metadata.name.clone(), p.metadata.resource_version.clone()))
-                    .collect()
-            };
-            Ok((versions(&listed) == versions(&watched))
-                .then(|| (by_name(&listed), by_name(&watched))))
-        })
-        .await?;
+    let reads = wait_for("reads of the same versions", Duration::from_secs(30), || async {
+        // As JSON, through a plain client.
+        let listed = plain.list(&ListParams::default().labels(&selector)).await?.items;
+        // Through the operator's client: the cluster-wide pods' watch, streamed, and a list in
+        // pages of one.
+        let watched = streamed_list(&ours, &selector).await?;
+        let first = ours.list(&ListParams::default().labels(&selector).limit(1)).await?;
+        let mut paged = first.items;
+        if let Some(token) = first.metadata.continue_.filter(|c| !c.is_empty()) {
+            let rest = ListParams::default().labels(&selector).limit(1).continue_token(&token);
+            paged.extend(ours.list(&rest).await?.items);
+        }
+        let versions = |pods: &[WatchedPod]| -> BTreeMap<Option<String>, Option<String>> {
+            pods.iter()
+                .map(|p| (p.metadata.name.clone(), p.metadata.resource_version.clone()))
+                .collect()
+        };
+        let same = versions(&listed) == versions(&watched) && versions(&listed) == versions(&paged);
+        Ok(same.then(|| [by_name(&listed), by_name(&watched), by_name(&paged)]))
+    })
+    .await?;
+    let [as_json, watched, paged] = &reads;
     ensure!(as_json.len() == 2, "listed {:?}", as_json.keys());
-    for (name, json_pod) in &as_json {
-        let pb_pod = as_protobuf.get(name).with_context(|| format!("{name} not watched"))?;
-        ensure!(pb_pod == json_pod, "{name} differs:\nprotobuf {pb_pod}\njson     {json_pod}");
+    for (name, json_pod) in as_json {
+        for (how, read) in [("watched", watched), ("listed", paged)] {
+            let pb_pod = read.get(name).with_context(|| format!("{name} not {how}"))?;
+            ensure!(
+                pb_pod == json_pod,
+                "{name} {how} differs:\nprotobuf {pb_pod}\njson     {json_pod}"
+            );
+        }
     }
     // The pods carry what they were made to carry, so the comparison compared something.
     let held = &as_json["held"];
@@ -146,7 +158,11 @@ async fn pods_in_protobuf_read_as_in_json(env: &TestEnv) -> Result<()> {
     // Let the held pod go for the namespace's teardown.
     let release = json!({ "metadata": { "finalizers": null } });
     env.pods().patch("held", &Default::default(), &kube::api::Patch::Merge(&release)).await?;
-    eprintln!("[{}] {} pods read alike through protobuf and JSON", env.name, as_protobuf.len());
+    eprintln!(
+        "[{}] {} pods read alike watched and listed in protobuf and in JSON",
+        env.name,
+        watched.len()
+    );
     Ok(())
 }
 

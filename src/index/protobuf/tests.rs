@@ -13,21 +13,23 @@ fn request(method: Method, uri: &str) -> Request<()> {
 }
 
 #[test]
-fn only_the_cluster_wide_pod_watch_asks_for_protobuf() {
+fn only_the_cluster_wide_pod_watch_and_lists_ask_for_protobuf() {
     let table = [
-        (Method::GET, "/api/v1/pods?watch=true&timeoutSeconds=55", true),
-        (Method::GET, "/api/v1/pods?timeoutSeconds=55&watch=1", true),
-        (Method::GET, "/api/v1/pods?limit=100", false),
-        (Method::GET, "/api/v1/pods?fieldSelector=spec.nodeName%3Dn", false),
-        (Method::GET, "/api/v1/namespaces/a/pods?watch=true", false),
-        (Method::GET, "/api/v1/namespaces/a/pods/p", false),
-        (Method::GET, "/api/v1/nodes?watch=true", false),
-        (Method::DELETE, "/api/v1/pods?watch=true", false),
+        (Method::GET, "/api/v1/pods?watch=true&timeoutSeconds=55", Some(WATCH_PROTOBUF)),
+        (Method::GET, "/api/v1/pods?timeoutSeconds=55&watch=1", Some(WATCH_PROTOBUF)),
+        (Method::GET, "/api/v1/pods?limit=100", Some(LIST_PROTOBUF)),
+        (Method::GET, "/api/v1/pods?fieldSelector=spec.nodeName%3Dn", Some(LIST_PROTOBUF)),
+        (Method::GET, "/api/v1/pods", Some(LIST_PROTOBUF)),
+        (Method::GET, "/api/v1/namespaces/a/pods?watch=true", None),
+        (Method::GET, "/api/v1/namespaces/a/pods/p", None),
+        (Method::GET, "/api/v1/nodes?watch=true", None),
+        (Method::DELETE, "/api/v1/pods?watch=true", None),
+        (Method::POST, "/api/v1/pods", None),
     ];
-    for (method, uri, protobuf) in table {
+    for (method, uri, want) in table {
         let asked = ask_protobuf(request(method.clone(), uri));
         let accept = asked.headers().get(ACCEPT).map(|v| v.to_str().expect("ascii"));
-        assert_eq!(accept == Some(WATCH_PROTOBUF), protobuf, "{method} {uri}: {accept:?}");
+        assert_eq!(accept, want, "{method} {uri}");
     }
 }
 
@@ -209,6 +211,28 @@ async fn a_watch_in_protobuf_reads_as_the_same_pods_in_json() {
         let kube::api::WatchEvent::Error(e) = error else { panic!("{}", lines[2]) };
         assert_eq!((e.code, e.reason.as_str()), (410, "Expired"));
     }
+}
+
+#[tokio::test]
+async fn a_page_of_pods_in_protobuf_reads_as_the_same_page_in_json() {
+    let list = PodList {
+        metadata: Some(ListMeta {
+            resource_version: "44".into(),
+            continue_token: "next".into(),
+            remaining_item_count: Some(7),
+        }),
+        items: vec![held_pod(), Pod::default()],
+    };
+    let json = to_json(response(PROTOBUF, whole("PodList", list.encode_to_vec()), 11));
+    assert_eq!(json.headers()[CONTENT_TYPE], "application/json");
+    let text = body_text(json).await.expect("a body");
+    let page: kube::core::ObjectList<WatchedPod> = serde_json::from_str(&text).expect("a list");
+    assert_eq!(page.metadata.resource_version.as_deref(), Some("44"));
+    assert_eq!(page.metadata.continue_.as_deref(), Some("next"));
+    assert_eq!(page.metadata.remaining_item_count, Some(7));
+    assert_eq!(page.items.len(), 2);
+    let from_json: WatchedPod = serde_json::from_str(HELD_JSON).expect("a pod");
+    assert_eq!(format!("{:?}", page.items[0]), format!("{from_json:?}"));
 }
 
 #[tokio::test]
