@@ -92,9 +92,9 @@ async fn pods_in_protobuf_read_as_in_json(env: &TestEnv) -> Result<()> {
     let reads = wait_for("reads of the same versions", Duration::from_secs(30), || async {
         // As JSON, through a plain client.
         let listed = plain.list(&ListParams::default().labels(&selector)).await?.items;
-        // Through the operator's client: the cluster-wide pods' watch, streamed, and a list in
+        // Through the operator's client: the cluster-wide pods' watch, and a list in
         // pages of one.
-        let watched = streamed_list(&ours, &selector).await?;
+        let watched = watched_pods(&ours, &selector).await?;
         let first = ours.list(&ListParams::default().labels(&selector).limit(1)).await?;
         let mut paged = first.items;
         if let Some(token) = first.metadata.continue_.filter(|c| !c.is_empty()) {
@@ -166,27 +166,42 @@ async fn pods_in_protobuf_read_as_in_json(env: &TestEnv) -> Result<()> {
     Ok(())
 }
 
-/// The pods of a streamed list of the pods' watch (until its end's bookmark).
-async fn streamed_list(api: &Api<WatchedPod>, selector: &str) -> Result<Vec<WatchedPod>> {
-    let params = WatchParams::streaming_lists().labels(selector).timeout(10);
-    let mut events = api.watch(&params, "0").await?.boxed();
-    let mut watched = Vec::new();
+/// The pods the pods' watch sends at its start: a streamed list (until its end's bookmark)
+/// where the API server streams lists, else (Kubernetes 1.33, whose WatchList is off by
+/// default, refuses `sendInitialEvents`) a watch from resourceVersion 0, which sends every pod
+/// there, until it ends at its bound.
+async fn watched_pods(api: &Api<WatchedPod>, selector: &str) -> Result<Vec<WatchedPod>> {
+    let streamed = WatchParams::streaming_lists().labels(selector).timeout(10);
+    let (events, streaming) = match api.watch(&streamed, "0").await {
+        Ok(events) => (events.boxed(), true),
+        Err(kube::Error::Api(refused)) => {
+            eprintln!("[pb-pods-as-json] no streamed list ({}): a watch from 0", refused.message);
+            let params = WatchParams::default().labels(selector).timeout(3);
+            (api.watch(&params, "0").await?.boxed(), false)
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let mut events = events;
+    let mut watched = BTreeMap::new();
     while let Some(event) = tokio::time::timeout(Duration::from_secs(15), events.try_next())
         .await
-        .context("the watch went silent before its list's end")??
+        .context("the watch went silent")??
     {
         match event {
-            WatchEvent::Added(pod) | WatchEvent::Modified(pod) => watched.push(pod),
+            WatchEvent::Added(pod) | WatchEvent::Modified(pod) => {
+                watched.insert(pod.metadata.name.clone(), pod);
+            }
             WatchEvent::Bookmark(b)
                 if b.metadata.annotations.contains_key("k8s.io/initial-events-end") =>
             {
-                return Ok(watched);
+                return Ok(watched.into_values().collect());
             }
             WatchEvent::Bookmark(_) => {}
             other => anyhow::bail!("unexpected event {other:?}"),
         }
     }
-    anyhow::bail!("the watch ended before its list's end")
+    ensure!(!streaming, "the watch ended before its list's end");
+    Ok(watched.into_values().collect())
 }
 
 /// Each pod's decoded form, by name.
