@@ -172,7 +172,7 @@ async fn pods_in_protobuf_read_as_in_json(env: &TestEnv) -> Result<()> {
 /// there, until it ends at its bound.
 async fn watched_pods(api: &Api<WatchedPod>, selector: &str) -> Result<Vec<WatchedPod>> {
     let streamed = WatchParams::streaming_lists().labels(selector).timeout(10);
-    let (events, streaming) = match api.watch(&streamed, "0").await {
+    let (mut events, streaming) = match api.watch(&streamed, "0").await {
         Ok(events) => (events.boxed(), true),
         Err(kube::Error::Api(refused)) => {
             eprintln!("[pb-pods-as-json] no streamed list ({}): a watch from 0", refused.message);
@@ -181,7 +181,6 @@ async fn watched_pods(api: &Api<WatchedPod>, selector: &str) -> Result<Vec<Watch
         }
         Err(e) => return Err(e.into()),
     };
-    let mut events = events;
     let mut watched = BTreeMap::new();
     while let Some(event) = tokio::time::timeout(Duration::from_secs(15), events.try_next())
         .await
