@@ -326,6 +326,7 @@ fn commit<'a>(
         carried: decision.carried.clone(),
         resolved: decision.resolved.clone(),
         recorded_ahead: &decision.ahead.stored,
+        early_looks: &decision.ahead.early_looks,
     }
 }
 
@@ -402,6 +403,7 @@ async fn reject(
             carried: Vec::new(),
             resolved: Vec::new(),
             recorded_ahead: &NOTHING_AHEAD,
+            early_looks: &[],
         })
         .await;
     if let Some(written) = committed.status? {

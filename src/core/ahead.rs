@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::{SignedDuration, Timestamp};
 
-use super::action::Action;
+use super::action::{Action, PodTarget};
 use super::plan::{Plan, plan};
 use super::status::push_recent_actions;
 use super::{Observed, ValidatedPolicy};
@@ -54,6 +54,10 @@ pub struct Ahead {
     /// When to decide again for them: ahead of the next deadline, to record its actions; at a
     /// stored record's due instant, to take or withdraw it.
     pub wake_at: Option<Timestamp>,
+    /// The pods of the force deletes recorded now, with their due instant: once the records
+    /// are stored, their last looks' reads may be sent shortly before it (the writer's
+    /// `LOOK_EARLY`), so that the look made when they are due finds them answered.
+    pub early_looks: Vec<(Timestamp, PodTarget)>,
 }
 
 /// The key of a record.
@@ -122,6 +126,9 @@ pub fn ahead(
         let detail = format!("due at {deadline}: recorded ahead, before the request");
         out.records.push(action.pending_record(now, detail));
         out.recorded.push((key, deadline));
+        if let Action::ForceDelete(fd) = action {
+            out.early_looks.push((deadline, fd.pod.clone()));
+        }
     }
     out
 }

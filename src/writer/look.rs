@@ -24,6 +24,11 @@ use crate::crd::{ActionResult, OUT_OF_SERVICE_TAINT, OUT_OF_SERVICE_VALUE, Remed
 /// force deletes on that node: those that start while it is in flight or within this long
 /// after it was sent. 110 pods due at once on one node then cost a few reads, not 330.
 pub const SHARED_LOOK_FOR: Duration = Duration::from_millis(100);
+/// How long before a force delete's due instant, its `Pending` record stored ahead, its last
+/// look's reads are sent ([`Writer::look_early`]): about what they take on a busy API server,
+/// so that they are answered when it comes, and well within [`SHARED_LOOK_FOR`], so that the
+/// look made then (the plan made afresh at the due instant) uses them.
+pub const LOOK_EARLY: Duration = Duration::from_millis(30);
 /// From how many force deletes on one node in a plan their last looks read the node's pods in
 /// one request (a LIST of `spec.nodeName=<node>`, shared like the node's read) rather than one
 /// GET each.
@@ -130,6 +135,88 @@ impl Writer {
 /// A node and its Lease, freshly read.
 type NodeEvidence = (Option<Node>, Option<Lease>);
 
+/// A read sent by [`Writer::look_early`], and when: it outlives the reconcile that sent it.
+type EarlyRead<T> = (Instant, Shared<BoxFuture<'static, Arc<T>>>);
+
+/// The reads [`Writer::look_early`] sent for the plan due next, by node, pod (namespace/name)
+/// and policy; a plan's [`SharedLooks`] starts with those sent less than [`SHARED_LOOK_FOR`]
+/// ago.
+#[derive(Default)]
+pub(super) struct EarlyReads {
+    nodes: HashMap<String, EarlyRead<std::result::Result<NodeEvidence, String>>>,
+    pods: HashMap<String, EarlyRead<PodRead>>,
+    policies: HashMap<String, EarlyRead<PolicyEvidence>>,
+}
+
+impl EarlyReads {
+    /// Forgets the reads too old to serve a look.
+    fn prune(&mut self) {
+        let young = |sent: &Instant| sent.elapsed() < SHARED_LOOK_FOR;
+        self.nodes.retain(|_, (sent, _)| young(sent));
+        self.pods.retain(|_, (sent, _)| young(sent));
+        self.policies.retain(|_, (sent, _)| young(sent));
+    }
+}
+
+/// An early read as one of a plan's shared reads.
+fn adopt<'a, T: Send + Sync + 'static>((sent, read): &EarlyRead<T>) -> SharedRead<'a, T> {
+    let read = read.clone();
+    (*sent, read.boxed().shared())
+}
+
+impl Writer {
+    /// Once the `Pending` records of force deletes due at `due` are stored ahead of it, sends
+    /// their last looks' reads (each pod, its node and the node's Lease, the policy)
+    /// [`LOOK_EARLY`] before `due`, in a task of their own: the plan made afresh at `due` finds
+    /// them answered, and its looks use them as they use one another's ([`SHARED_LOOK_FOR`]).
+    /// Nothing is sent but reads; the safety kernel admits each action at its look, after
+    /// `due`, on these reads as on any.
+    pub(super) fn look_early(&self, policy: &str, due: Timestamp, pods: Vec<PodTarget>) {
+        let early = due - jiff::SignedDuration::try_from(LOOK_EARLY).unwrap_or_default();
+        let Ok(wait) = Duration::try_from(early.duration_since(crate::clock::now())) else {
+            return; // Due sooner than that: the look reads for itself.
+        };
+        let (writer, policy) = (self.clone(), policy.to_string());
+        tokio::spawn(async move {
+            tokio::time::sleep(wait).await;
+            let reads = writer.send_early_reads(&policy, &pods);
+            futures::future::join_all(reads).await;
+        });
+    }
+
+    /// The reads of [`Writer::look_early`], kept for the looks; returned to be driven.
+    fn send_early_reads(&self, policy: &str, pods: &[PodTarget]) -> Vec<BoxFuture<'static, ()>> {
+        let mut early = self.early.lock().unwrap_or_else(|e| e.into_inner());
+        early.prune();
+        let sent = Instant::now();
+        let mut reads: Vec<BoxFuture<'static, ()>> = Vec::new();
+        let (writer, name) = (self.clone(), policy.to_string());
+        let read = async move { Arc::new(writer.read_policy(&name).await) }.boxed().shared();
+        early.policies.insert(policy.to_string(), (sent, read.clone()));
+        reads.push(read.map(drop).boxed());
+        let nodes: HashSet<&str> = pods.iter().map(|p| p.node.as_str()).collect();
+        for node in nodes {
+            let (writer, name) = (self.clone(), node.to_string());
+            let read = async move { Arc::new(writer.read_node(&name).await) }.boxed().shared();
+            early.nodes.insert(node.to_string(), (sent, read.clone()));
+            reads.push(read.map(drop).boxed());
+        }
+        for pod in pods {
+            let (client, namespace, name) =
+                (self.client.clone(), pod.namespace.clone(), pod.name.clone());
+            let read = async move {
+                let pods: Api<Pod> = Api::namespaced(client, &namespace);
+                Arc::new(pods.get_opt(&name).await.map_err(|e| e.to_string()))
+            }
+            .boxed()
+            .shared();
+            early.pods.insert(format!("{}/{}", pod.namespace, pod.name), (sent, read.clone()));
+            reads.push(read.map(drop).boxed());
+        }
+        reads
+    }
+}
+
 /// The pods on one node, by namespace and name, or why they could not be read.
 type NodePods = std::result::Result<HashMap<(String, String), Pod>, String>;
 
@@ -167,7 +254,18 @@ impl<'a> SharedLooks<'a> {
         actions: &[Action],
         fresh_policy: Option<(Instant, RemediationPolicy)>,
     ) -> Self {
-        let mut policies = HashMap::new();
+        // The reads sent early for this plan (if it is the one they were sent for), younger
+        // than SHARED_LOOK_FOR: shared as this plan's own.
+        let (mut nodes, mut policies, mut pods) = (HashMap::new(), HashMap::new(), HashMap::new());
+        {
+            let mut early = writer.early.lock().unwrap_or_else(|e| e.into_inner());
+            early.prune();
+            nodes.extend(early.nodes.iter().map(|(k, read)| (k.clone(), adopt(read))));
+            pods.extend(early.pods.iter().map(|(k, read)| (k.clone(), adopt(read))));
+            if let Some(read) = early.policies.get(&policy) {
+                policies.insert(policy.clone(), adopt(read));
+            }
+        }
         if let Some((sent, answer)) = fresh_policy {
             let read = futures::future::ready(Arc::new(Ok(Some(answer)))).boxed().shared();
             policies.insert(policy.clone(), (sent, read));
@@ -187,10 +285,10 @@ impl<'a> SharedLooks<'a> {
             writer,
             policy,
             list_pods_on,
-            nodes: Mutex::new(HashMap::new()),
+            nodes: Mutex::new(nodes),
             policies: Mutex::new(policies),
             pod_lists: Mutex::new(HashMap::new()),
-            pods: Mutex::new(HashMap::new()),
+            pods: Mutex::new(pods),
         }
     }
 

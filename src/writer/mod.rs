@@ -50,6 +50,8 @@ pub struct Writer {
     /// [`Writer::with_e2e_hold_dir`]).
     #[cfg(feature = "e2e-hooks")]
     hold_dir: Option<std::path::PathBuf>,
+    /// The last looks' reads sent ahead of the actions due next ([`Writer::look_early`]).
+    early: Arc<std::sync::Mutex<look::EarlyReads>>,
 }
 
 /// A Warning Event on the policy, published with a reconcile's writes.
@@ -88,6 +90,10 @@ pub struct Commit<'a> {
     /// The actions whose `Pending` record was stored ahead of them (and `previous` holds):
     /// sent without another record first.
     pub recorded_ahead: &'a BTreeSet<RecordKey>,
+    /// Force deletes whose `Pending` records `status` stores ahead of them, with their due
+    /// instant: once it is written, their last looks' reads go out shortly before that
+    /// ([`Writer::look_early`]).
+    pub early_looks: &'a [(Timestamp, crate::core::PodTarget)],
 }
 
 /// What a commit did. The outcomes are returned even when the status write failed, so the
@@ -128,6 +134,7 @@ impl Writer {
             leader: LeaderGuard::always(),
             #[cfg(feature = "e2e-hooks")]
             hold_dir: None,
+            early: Arc::default(),
         }
     }
 
@@ -152,6 +159,7 @@ impl Writer {
             carried,
             resolved,
             recorded_ahead,
+            early_looks,
         } = commit;
         for record in &resolved {
             self.resolved_events(policy, record).await;
@@ -217,12 +225,25 @@ impl Writer {
             match self.patch_status(&name, &status).await {
                 Ok(()) => {
                     info!(policy = %name, "status updated");
+                    self.looks_early(&name, early_looks);
                     Ok(Some(status))
                 }
                 Err(e) => Err(e),
             }
         };
         Committed { outcomes, status }
+    }
+
+    /// [`Writer::look_early`] for each due instant of `early_looks`, their records stored.
+    fn looks_early(&self, policy: &str, early_looks: &[(Timestamp, crate::core::PodTarget)]) {
+        let mut by_due: std::collections::BTreeMap<Timestamp, Vec<crate::core::PodTarget>> =
+            Default::default();
+        for (due, pod) in early_looks {
+            by_due.entry(*due).or_default().push(pod.clone());
+        }
+        for (due, pods) in by_due {
+            self.look_early(policy, due, pods);
+        }
     }
 
     /// Carries out (Enforce) or records (DryRun) a plan's actions, oldest threshold first.
@@ -423,5 +444,5 @@ mod tests;
 
 pub(crate) use events::reference;
 use look::SharedLooks;
-pub use look::{LIST_PODS_FROM, SHARED_LOOK_FOR};
+pub use look::{LIST_PODS_FROM, LOOK_EARLY, SHARED_LOOK_FOR};
 pub(crate) use look::{last_look, our_taint};

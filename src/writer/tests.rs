@@ -365,6 +365,7 @@ fn commit_of<'a>(
         carried: Vec::new(),
         resolved: Vec::new(),
         recorded_ahead: &NOTHING_AHEAD,
+        early_looks: &[],
     }
 }
 
@@ -438,6 +439,48 @@ async fn an_action_recorded_ahead_is_sent_without_another_record() {
         };
         // Without a write to answer with the policy, the last look reads it.
         assert_eq!(seen[..delete].iter().any(policy_read), ahead, "{case}: {seen:?}");
+    }
+}
+
+/// Once the status storing a force delete's record ahead is written, its last look's reads go
+/// out LOOK_EARLY before it is due, and the plan made at the due instant uses them (no read of
+/// its own) while they are younger than SHARED_LOOK_FOR; older, it reads afresh.
+#[tokio::test]
+async fn reads_sent_early_serve_the_look_at_the_due_instant_while_young() {
+    let p = policy("Enforce");
+    let v = validated(&p);
+    let target = match action() {
+        Action::ForceDelete(fd) => fd.pod,
+        _ => unreachable!("a force delete"),
+    };
+    let lead = Duration::from_millis(80);
+    for (case, late, reads_each) in [
+        ("at the due instant", Duration::ZERO, 1),
+        ("control: the look later than SHARED_LOOK_FOR", SHARED_LOOK_FOR + lead, 2),
+    ] {
+        let (client, handle) = mock();
+        let server = tokio::spawn(serve(handle, DEAD));
+        let writer = Writer::new(client, Arc::new(Metrics::new()), None);
+        let due = crate::clock::now() + jiff::SignedDuration::try_from(lead).expect("lead");
+        let early = [(due, target.clone())];
+        let committed =
+            writer.commit(Commit { early_looks: &early, ..commit_of(&p, &v, &[]) }).await;
+        assert!(matches!(committed.status, Ok(Some(_))), "{case}: the status is written");
+        tokio::time::sleep(lead + late).await;
+        let outcomes = writer.execute(&p, &v, &[action()], Timestamp::now).await;
+        drop(writer);
+        let seen = server.await.expect("mock server");
+        assert_eq!(outcomes[0].record.result, ActionResult::Done, "{case}: {outcomes:?}");
+        let delete = seen.iter().position(|(m, _, _)| m == Method::DELETE).expect("a DELETE");
+        for wanted in ["/pods/web-0", "/nodes/n1", "/leases/n1", "/remediationpolicies/p"] {
+            let reads = seen[..delete]
+                .iter()
+                .filter(|(m, u, _)| {
+                    m == Method::GET && u.contains(wanted) && !u.contains("/status")
+                })
+                .count();
+            assert_eq!(reads, reads_each, "{case}: {wanted} read {reads} times: {seen:?}");
+        }
     }
 }
 
