@@ -124,6 +124,9 @@ pub struct Measurement {
     /// kube-remediator only: the pod records its state keeps then (Terminating, or Ready on a
     /// node that is not), as its `/metrics` says; `None` for the peer.
     pub kept_pods: Option<u64>,
+    /// Successful pod writes (kwok's status patches above all) the API server took from start
+    /// to ready: a cluster still settling makes every process wait longer for its initial state.
+    pub pod_writes_syncing: usize,
     pub requests: Requests,
     /// What a steady churn of pods cost it, measured after `rss` and `peak`.
     pub churn: Option<ChurnCost>,
@@ -189,7 +192,7 @@ pub async fn measure<F: std::future::Future<Output = Result<()>>>(
     churn: Option<F>,
 ) -> Result<Measurement> {
     let out = File::create(log)?;
-    let started = Instant::now();
+    let (started, started_at) = (Instant::now(), jiff::Timestamp::now());
     let child = command
         .stdin(Stdio::null())
         .stdout(out.try_clone()?)
@@ -211,6 +214,7 @@ pub async fn measure<F: std::future::Future<Output = Result<()>>>(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let ready_s = started.elapsed().as_secs_f64();
+    let ready_at = jiff::Timestamp::now();
     let cpu_sync_s = cpu_seconds(pid)?;
     tokio::time::sleep(settle).await;
     let (rss, peak) = memory(pid)?;
@@ -235,6 +239,7 @@ pub async fn measure<F: std::future::Future<Output = Result<()>>>(
     };
     process.stop();
     let requests = requests_of(&cluster.audit_log, user)?;
+    let pod_writes_syncing = pod_writes(&cluster.audit_log, started_at, ready_at)?;
     Ok(Measurement {
         ready_s,
         cpu_sync_s,
@@ -244,6 +249,7 @@ pub async fn measure<F: std::future::Future<Output = Result<()>>>(
         anon,
         file,
         kept_pods,
+        pod_writes_syncing,
         requests,
         churn,
     })
@@ -373,14 +379,117 @@ pub fn pod_deletes(audit_log: &Path, except: &str) -> Result<usize> {
 /// between `from` and `to`, from the audit log: each is one event to every watcher of pods.
 fn pod_writes(audit_log: &Path, from: jiff::Timestamp, to: jiff::Timestamp) -> Result<usize> {
     count_audited(audit_log, |v| {
-        let s = |ptr| field(v, ptr);
-        let code = v.pointer("/responseStatus/code").and_then(|c| c.as_u64()).unwrap_or(0);
-        let at = s("/requestReceivedTimestamp").parse::<jiff::Timestamp>().ok();
-        matches!(s("/verb"), "create" | "update" | "patch" | "delete")
-            && s("/objectRef/resource") == "pods"
-            && (200..300).contains(&code)
-            && at.is_some_and(|at| at >= from && at <= to)
+        let at = field(v, "/requestReceivedTimestamp").parse::<jiff::Timestamp>().ok();
+        is_pod_write(v) && at.is_some_and(|at| at >= from && at <= to)
     })
+}
+
+/// How fast the API server delivers every pod to a client that does nothing but read: the
+/// initial state of a streamed list (up to the bookmark that ends it) and a LIST, each in
+/// protobuf and in JSON. The floor under any process's time to ready.
+pub async fn probe_pod_reads(client: &kube::Client) -> Result<Vec<(String, f64, usize, usize)>> {
+    const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+    const WATCH: &str = "/api/v1/pods?watch=true&sendInitialEvents=true&\
+                         resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=600";
+    let mut out = Vec::new();
+    for (label, path, accept) in [
+        ("streamed list, protobuf", WATCH, "application/vnd.kubernetes.protobuf;stream=watch"),
+        ("streamed list, JSON", WATCH, "application/json"),
+        ("LIST, protobuf", "/api/v1/pods", PROTOBUF),
+        ("LIST, JSON", "/api/v1/pods", "application/json"),
+    ] {
+        let request = http::Request::get(path)
+            .header(http::header::ACCEPT, accept)
+            .body(kube::client::Body::empty())?;
+        let started = Instant::now();
+        let response = client.send(request).await?;
+        if !response.status().is_success() {
+            bail!("{label}: {}", response.status());
+        }
+        let (items, bytes) = if path == WATCH {
+            read_initial_events(response.into_body(), accept != "application/json").await?
+        } else {
+            let body = http_body_util::BodyExt::collect(response.into_body()).await?.to_bytes();
+            (0, body.len())
+        };
+        out.push((label.to_string(), started.elapsed().as_secs_f64(), items, bytes));
+    }
+    Ok(out)
+}
+
+/// Reads a watch's events up to its first bookmark (the end of its initial events): how many
+/// came before it, and the bytes read.
+async fn read_initial_events(
+    mut body: kube::client::Body,
+    protobuf: bool,
+) -> Result<(usize, usize)> {
+    use http_body_util::BodyExt;
+    let (mut buf, mut bytes, mut events) = (Vec::<u8>::new(), 0usize, 0usize);
+    while let Some(frame) = body.frame().await {
+        let Ok(data) = frame?.into_data() else { continue };
+        bytes += data.len();
+        buf.extend_from_slice(&data);
+        let mut at = 0;
+        loop {
+            // Protobuf: each event is a 4-byte big-endian length and a WatchEvent, whose first
+            // field is its type. JSON: one event a line.
+            let (event, next) = if protobuf {
+                let Some(len) = buf.get(at..at + 4) else { break };
+                let len = u32::from_be_bytes([len[0], len[1], len[2], len[3]]) as usize;
+                let Some(event) = buf.get(at + 4..at + 4 + len) else { break };
+                (event, at + 4 + len)
+            } else {
+                let Some(end) = buf[at..].iter().position(|&b| b == b'\n') else { break };
+                (&buf[at..at + end], at + end + 1)
+            };
+            let head = &event[..event.len().min(24)];
+            if head.windows(8).any(|w| w == b"BOOKMARK") {
+                return Ok((events, bytes));
+            }
+            events += 1;
+            at = next;
+        }
+        buf.drain(..at);
+    }
+    bail!("the watch ended before its initial events did ({events} events)")
+}
+
+/// Reads the audit log as it grows, each call from where the last one ended.
+pub struct AuditTail {
+    path: PathBuf,
+    offset: u64,
+}
+
+impl AuditTail {
+    /// From the log's present end on.
+    pub fn new(path: &Path) -> Result<Self> {
+        Ok(Self { path: path.to_path_buf(), offset: std::fs::metadata(path)?.len() })
+    }
+
+    /// Successful pod writes (by anyone) among the entries appended since the last call.
+    pub fn pod_writes(&mut self) -> Result<usize> {
+        use std::io::{Read, Seek, SeekFrom};
+        let mut file = File::open(&self.path)?;
+        file.seek(SeekFrom::Start(self.offset))?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)?;
+        // Only whole lines: the API server may be writing the last one.
+        let whole = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        self.offset += whole as u64;
+        Ok(String::from_utf8_lossy(&bytes[..whole])
+            .lines()
+            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+            .filter(|v| field(v, "/stage") == "ResponseComplete" && is_pod_write(v))
+            .count())
+    }
+}
+
+/// A successful write of a pod (create, update, patch, delete, status included).
+fn is_pod_write(v: &serde_json::Value) -> bool {
+    let code = v.pointer("/responseStatus/code").and_then(|c| c.as_u64()).unwrap_or(0);
+    matches!(field(v, "/verb"), "create" | "update" | "patch" | "delete")
+        && field(v, "/objectRef/resource") == "pods"
+        && (200..300).contains(&code)
 }
 
 /// The completed requests in the audit log that `wanted` accepts.

@@ -152,6 +152,8 @@ enum Contender {
     Peer(&'static str),
     /// Another build of kube-remediator, the `n`th of `KUBE_REMEDIATOR_BENCH_ALSO`.
     Build(usize),
+    /// kube-remediator with its default lists once more, after every other process.
+    Again,
 }
 
 impl Contender {
@@ -162,6 +164,7 @@ impl Contender {
             Contender::Policies(n) => format!("kube-remediator, {n} policies"),
             Contender::Peer(mode) => format!("Go peer, {mode}"),
             Contender::Build(n) => format!("kube-remediator, {}", other_builds()[n].0),
+            Contender::Again => "kube-remediator, streaming lists, again (last)".into(),
         }
     }
 
@@ -171,6 +174,7 @@ impl Contender {
             Contender::Policies(n) => format!("remediator-{n}-policies"),
             Contender::Peer(mode) => format!("peer-{mode}"),
             Contender::Build(n) => format!("remediator-build-{n}"),
+            Contender::Again => "remediator-again".into(),
         }
     }
 }
@@ -278,6 +282,21 @@ async fn scenario(cluster: &Cluster, peer: &Path, versions: &str) -> Result<()> 
         );
     }
     let leases_steady = wait_leases_fresh(&client, &names).await?;
+    let quiet = wait_quiet(&cluster.audit_log).await?;
+    // What the API server gives a client that only reads, before and after the processes.
+    let probe = |when: &'static str| {
+        let client = client.clone();
+        async move {
+            match measure::probe_pod_reads(&client).await {
+                Ok(reads) => reads.into_iter().map(|r| (when, r)).collect(),
+                Err(e) => {
+                    eprintln!("[rss] the probe of the pods' reads failed: {e:#}");
+                    Vec::new()
+                }
+            }
+        }
+    };
+    let mut probes: Vec<(&str, (String, f64, usize, usize))> = probe("before").await;
     let one = env.pods().get(&one.metadata.name.clone().unwrap_or_default()).await?;
     let bytes = serde_json::to_vec(&one)?.len();
     let populated = format!("{created} pods on {nodes} nodes");
@@ -302,6 +321,9 @@ async fn scenario(cluster: &Cluster, peer: &Path, versions: &str) -> Result<()> 
             Contender::Policies(11),
             Contender::Peer("naive"),
             Contender::Peer("tuned"),
+            // Ours again, last: whether the order of the runs (the cluster settling) moved
+            // anyone's figures.
+            Contender::Again,
         ]
     };
     contenders.splice(1..1, (0..other_builds().len()).map(Contender::Build));
@@ -349,6 +371,9 @@ async fn scenario(cluster: &Cluster, peer: &Path, versions: &str) -> Result<()> 
         }
     }
 
+    if !ours_only() {
+        probes.extend(probe("after").await);
+    }
     println!();
     println!(
         "Populated in {:.0} s ({nodes} nodes Ready in {nodes_took:.0} s, {created} pods created \
@@ -362,6 +387,27 @@ async fn scenario(cluster: &Cluster, peer: &Path, versions: &str) -> Result<()> 
              processes were measured: the cluster was not steady (see the [rss] lines)."
         );
     }
+    if !quiet {
+        println!();
+        println!(
+            "WARNING: the API server still took more than {QUIET_WRITES_PER_S} pod writes a second \
+             when the processes were measured: kwok was still reporting pods (see the [rss] lines)."
+        );
+    }
+    if !probes.is_empty() {
+        println!();
+        println!(
+            "Every pod read by a client that only reads (the API server's floor under every \
+             process's ready time), before the processes were measured and after:"
+        );
+        println!();
+        println!("| read | when | seconds | events before the closing bookmark | bytes |");
+        println!("| --- | --- | --- | --- | --- |");
+        for (when, (read, seconds, events, bytes)) in &probes {
+            let events = if read.starts_with("LIST") { "".into() } else { events.to_string() };
+            println!("| {read} | {when} | {seconds:.1} s | {events} | {bytes} |");
+        }
+    }
     let deleted = measure::pod_deletes(&cluster.audit_log, "churn-")?;
     if deleted > 0 {
         println!();
@@ -373,12 +419,13 @@ async fn scenario(cluster: &Cluster, peer: &Path, versions: &str) -> Result<()> 
     println!();
     println!(
         "| process | cluster | ready after | CPU to sync | steady RSS | peak RSS | CPU in the \
-         next 15 s | WATCHes | LISTs | writes (of them Lease) |"
+         next 15 s | WATCHes | LISTs | writes (of them Lease) | pod writes by others while it \
+         synced |"
     );
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     for Row { contender, cluster, m } in &rows {
         println!(
-            "| {} | {cluster} | {:.1} s | {:.2} s | {:.1} MiB | {:.1} MiB | {:.2} s | {} | {} | {} ({}) |",
+            "| {} | {cluster} | {:.1} s | {:.2} s | {:.1} MiB | {:.1} MiB | {:.2} s | {} | {} | {} ({}) | {} |",
             contender.label(),
             m.ready_s,
             m.cpu_sync_s,
@@ -389,10 +436,11 @@ async fn scenario(cluster: &Cluster, peer: &Path, versions: &str) -> Result<()> 
             m.requests.total_lists(),
             m.requests.writes,
             m.requests.lease_writes,
+            m.pod_writes_syncing,
         );
     }
     for (contender, error) in &failed {
-        println!("| {} | {populated} | not measured: {error} | | | | | | | |", contender.label());
+        println!("| {} | {populated} | not measured: {error} | | | | | | | | |", contender.label());
     }
     let steady = |label: &str| {
         rows.iter()
@@ -460,7 +508,9 @@ async fn scenario(cluster: &Cluster, peer: &Path, versions: &str) -> Result<()> 
     }
     let results: Vec<plot::ProcessResult> = rows
         .iter()
-        .filter(|r| !matches!(r.contender, Contender::Policies(_) | Contender::Build(_)))
+        .filter(|r| {
+            !matches!(r.contender, Contender::Policies(_) | Contender::Build(_) | Contender::Again)
+        })
         .map(|Row { contender, cluster, m }| plot::ProcessResult {
             process: contender.label(),
             cluster: if cluster == "empty" { "empty" } else { "populated" }.into(),
@@ -495,9 +545,13 @@ async fn measure_one<F: std::future::Future<Output = Result<()>>>(
     let (kubeconfig, user) = measure::identity(client, cluster, &name).await?;
     let addr = free_addr()?;
     let command = match contender {
-        Contender::Remediator(_) | Contender::Policies(_) | Contender::Build(_) => {
+        Contender::Remediator(_)
+        | Contender::Policies(_)
+        | Contender::Build(_)
+        | Contender::Again => {
             let (how, binary) = match contender {
                 Contender::Remediator(how) => (how, support::operator::binary()),
+                Contender::Again => (Some("streaming"), support::operator::binary()),
                 Contender::Build(n) => (None, other_builds()[n].1.clone()),
                 _ => (None, support::operator::binary()),
             };
@@ -565,6 +619,34 @@ async fn measure_one<F: std::future::Future<Output = Result<()>>>(
         );
     }
     Ok(Row { contender, cluster: what.to_string(), m })
+}
+
+/// The cluster is quiet when the API server takes at most this many pod writes a second.
+const QUIET_WRITES_PER_S: usize = 2;
+
+/// Waits until the API server takes at most [`QUIET_WRITES_PER_S`] pod writes a second over 20 s
+/// (at most 15 minutes), as its audit log shows: kwok reports the last pods Running and Ready
+/// well after a sample of them is, and every process measured before it is done waits for its
+/// initial state behind kwok's writes. False if the cluster did not get quiet.
+async fn wait_quiet(audit_log: &Path) -> Result<bool> {
+    const WINDOW: Duration = Duration::from_secs(20);
+    let (started, mut tail) = (Instant::now(), measure::AuditTail::new(audit_log)?);
+    loop {
+        tokio::time::sleep(WINDOW).await;
+        let writes = tail.pod_writes()?;
+        if writes <= QUIET_WRITES_PER_S * WINDOW.as_secs() as usize {
+            eprintln!("[rss] the cluster is quiet: {writes} pod writes in the last 20 s");
+            return Ok(true);
+        }
+        if started.elapsed() > Duration::from_secs(900) {
+            eprintln!("[rss] WARNING: {writes} pod writes in the last 20 s after 15 minutes");
+            return Ok(false);
+        }
+        eprintln!(
+            "[rss] {writes} pod writes in the last 20 s ({:.0} s); waiting for a quiet cluster",
+            started.elapsed().as_secs_f64()
+        );
+    }
 }
 
 /// A Lease renewed this long ago or less is fresh: kubelets renew every 10 s, and
