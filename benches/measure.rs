@@ -384,10 +384,14 @@ fn pod_writes(audit_log: &Path, from: jiff::Timestamp, to: jiff::Timestamp) -> R
     })
 }
 
+/// One read of every pod by [`probe_pod_reads`]: what, seconds, events before the closing
+/// bookmark (0 for a LIST), bytes.
+pub type ProbedRead = (String, f64, usize, usize);
+
 /// How fast the API server delivers every pod to a client that does nothing but read: the
 /// initial state of a streamed list (up to the bookmark that ends it) and a LIST, each in
 /// protobuf and in JSON. The floor under any process's time to ready.
-pub async fn probe_pod_reads(client: &kube::Client) -> Result<Vec<(String, f64, usize, usize)>> {
+pub async fn probe_pod_reads(client: &kube::Client) -> Result<Vec<ProbedRead>> {
     const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
     const WATCH: &str = "/api/v1/pods?watch=true&sendInitialEvents=true&\
                          resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=600";

@@ -300,7 +300,7 @@ async fn scenario(cluster: &Cluster, peer: &Path, versions: &str) -> Result<()> 
             }
         }
     };
-    let mut probes: Vec<(&str, (String, f64, usize, usize))> = probe("before").await;
+    let mut probes: Vec<(&str, measure::ProbedRead)> = probe("before").await;
     let one = env.pods().get(&one.metadata.name.clone().unwrap_or_default()).await?;
     let bytes = serde_json::to_vec(&one)?.len();
     let populated = format!("{created} pods on {nodes} nodes");
