@@ -122,6 +122,12 @@ impl Writer {
         Ok((node.map_err(|e| what("node", e))?, lease.map_err(|e| what("node's Lease", e))?))
     }
 
+    /// The last look's fresh read of a force delete's pod, alone.
+    async fn read_pod(&self, pod: &PodTarget) -> PodRead {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
+        pods.get_opt(&pod.name).await.map_err(|e| e.to_string())
+    }
+
     /// The last look's fresh read of a policy.
     async fn read_policy(
         &self,
@@ -156,6 +162,11 @@ impl EarlyReads {
         self.pods.retain(|_, (sent, _)| young(sent));
         self.policies.retain(|_, (sent, _)| young(sent));
     }
+}
+
+/// A pod's key among the shared reads: namespace/name.
+fn pod_key(pod: &PodTarget) -> String {
+    format!("{}/{}", pod.namespace, pod.name)
 }
 
 /// An early read as one of a plan's shared reads.
@@ -202,15 +213,9 @@ impl Writer {
             reads.push(read.map(drop).boxed());
         }
         for pod in pods {
-            let (client, namespace, name) =
-                (self.client.clone(), pod.namespace.clone(), pod.name.clone());
-            let read = async move {
-                let pods: Api<Pod> = Api::namespaced(client, &namespace);
-                Arc::new(pods.get_opt(&name).await.map_err(|e| e.to_string()))
-            }
-            .boxed()
-            .shared();
-            early.pods.insert(format!("{}/{}", pod.namespace, pod.name), (sent, read.clone()));
+            let (writer, target) = (self.clone(), pod.clone());
+            let read = async move { Arc::new(writer.read_pod(&target).await) }.boxed().shared();
+            early.pods.insert(pod_key(pod), (sent, read.clone()));
             reads.push(read.map(drop).boxed());
         }
         reads
@@ -384,15 +389,9 @@ impl<'a> SharedLooks<'a> {
                 Err(e) => return Err(e.clone()),
             }
         }
-        let (client, namespace, name) =
-            (self.writer.client.clone(), pod.namespace.clone(), pod.name.clone());
-        let key = format!("{namespace}/{name}");
-        let read = Self::shared(&self.pods, &key, move || {
-            async move {
-                let pods: Api<Pod> = Api::namespaced(client, &namespace);
-                pods.get_opt(&name).await.map_err(|e| e.to_string())
-            }
-            .boxed()
+        let (writer, target) = (self.writer, pod.clone());
+        let read = Self::shared(&self.pods, &pod_key(pod), move || {
+            async move { writer.read_pod(&target).await }.boxed()
         })
         .await;
         (*read).clone()

@@ -444,5 +444,5 @@ mod tests;
 
 pub(crate) use events::reference;
 use look::SharedLooks;
-pub use look::{LIST_PODS_FROM, LOOK_EARLY, SHARED_LOOK_FOR};
+pub use look::{LIST_PODS_FROM, SHARED_LOOK_FOR};
 pub(crate) use look::{last_look, our_taint};
