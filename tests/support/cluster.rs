@@ -465,8 +465,8 @@ impl Cluster {
             format!("--server-address=127.0.0.1:{}", free_port()?),
             "--node-ip=127.0.0.1".into(),
             // Room for 262,144 pod IPs: a /16 holds 65,536, and at tier L (150,000 pods) kwok
-            // then gave pods two IPs of one family, which the API server refuses: 25,370 pods
-            // never became Running and Ready (the sixth run of tier L).
+            // then gave pods two IPs of one family, which the API server refuses: the status
+            // of 89,708 pods was refused at least once (the sixth run of tier L).
             "--cidr=10.244.0.0/14".into(),
         ]);
         cluster.spawn_with("kwok", &kwok_args, options.large)?;
