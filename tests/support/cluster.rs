@@ -454,8 +454,8 @@ impl Cluster {
             let kwok_config = dir.join("kwok-config.yaml");
             std::fs::write(&kwok_config, KWOK_CONFIG)?;
             kwok_args.push(format!("--config={}", p(&kwok_config)));
-            // kwok logs every Lease it renews at INFO: 500 lines a second at 5,000 nodes, CPU
-            // the Lease renewals themselves then lacked (the sixth run of tier L).
+            // kwok logs every Lease it renews at INFO: 500 lines a second at 5,000 nodes, on the
+            // two cores its renewals share with the API server (the sixth run of tier L).
             kwok_args.push("--v=WARN".into());
         }
         kwok_args.extend([
