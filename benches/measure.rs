@@ -513,3 +513,121 @@ fn count_audited(audit_log: &Path, wanted: impl Fn(&serde_json::Value) -> bool) 
 fn field<'a>(entry: &'a serde_json::Value, pointer: &str) -> &'a str {
     entry.pointer(pointer).and_then(|x| x.as_str()).unwrap_or_default()
 }
+
+/// What the cluster holds that kube-remediator keeps a record of, counted by a client that reads
+/// every node and pod (pods in pages of 1,000, JSON): which pods, and why, when a process keeps
+/// more records than a steady cluster should make it. The rules are those of
+/// `src/adapters/mod.rs` (`pod_record`, `ready_pod_record`), for pods without init containers
+/// (the benchmark's).
+#[derive(Clone, Debug, Default)]
+pub struct Census {
+    pub nodes: usize,
+    /// Nodes whose Ready condition is not True (False, Unknown or missing).
+    pub nodes_not_ready: usize,
+    pub pods: usize,
+    /// Pods with a deletion timestamp: kept.
+    pub terminating: usize,
+    /// Pods in phase Failed for a node's shutdown: kept.
+    pub failed_by_shutdown: usize,
+    /// Pods Running with Ready=False (not for a reason the kubelet gives) while every container
+    /// is ready and running, as a node's blip leaves them: kept.
+    pub left_not_ready: usize,
+    /// Pods Running and Ready on a node that is not Ready (or not there): kept.
+    pub ready_on_node_not_ready: usize,
+    /// Every pod neither Terminating nor Ready, by phase and the Ready condition's status and
+    /// reason (kept or not): what else the cluster holds.
+    pub not_ready: BTreeMap<String, usize>,
+}
+
+impl Census {
+    /// The pods kube-remediator keeps a record of in such a cluster.
+    pub fn kept(&self) -> usize {
+        self.terminating
+            + self.failed_by_shutdown
+            + self.left_not_ready
+            + self.ready_on_node_not_ready
+    }
+}
+
+/// Counts [`Census`] from the API server.
+pub async fn census(client: &kube::Client) -> Result<Census> {
+    use k8s_openapi::api::core::v1::{Node, Pod};
+    use kube::api::ListParams;
+    let mut census = Census::default();
+    let nodes = Api::<Node>::all(client.clone()).list(&ListParams::default()).await?;
+    let mut ready_nodes = std::collections::HashSet::new();
+    for node in &nodes.items {
+        let conditions = node.status.as_ref().and_then(|s| s.conditions.as_deref());
+        let ready =
+            conditions.unwrap_or_default().iter().any(|c| c.type_ == "Ready" && c.status == "True");
+        if ready {
+            ready_nodes.insert(node.metadata.name.clone().unwrap_or_default());
+        }
+    }
+    census.nodes = nodes.items.len();
+    census.nodes_not_ready = census.nodes - ready_nodes.len();
+    let pods = Api::<Pod>::all(client.clone());
+    let mut params = ListParams::default().limit(1000);
+    loop {
+        let page = pods.list(&params).await?;
+        for pod in &page.items {
+            census.pods += 1;
+            let Some(status) = pod.status.as_ref() else { continue };
+            let phase = status.phase.as_deref().unwrap_or("no phase");
+            let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
+            let ready = status
+                .conditions
+                .as_deref()
+                .unwrap_or_default()
+                .iter()
+                .find(|c| c.type_ == "Ready");
+            let containers = status.container_statuses.as_deref().unwrap_or_default();
+            let containers_ready = !containers.is_empty()
+                && containers
+                    .iter()
+                    .all(|c| c.ready && c.state.as_ref().is_some_and(|s| s.running.is_some()));
+            if pod.metadata.deletion_timestamp.is_some() {
+                census.terminating += 1;
+                continue;
+            }
+            if phase == "Failed"
+                && matches!(
+                    status.reason.as_deref(),
+                    Some("Shutdown" | "Terminated" | "NodeShutdown")
+                )
+            {
+                census.failed_by_shutdown += 1;
+            }
+            if phase == "Running" && ready.is_some_and(|r| r.status == "True") {
+                if !node.is_some_and(|n| ready_nodes.contains(n)) {
+                    census.ready_on_node_not_ready += 1;
+                }
+                continue;
+            }
+            let kubelets = ["ContainersNotReady", "ReadinessGatesNotReady", "PodCompleted"];
+            let reason = ready.and_then(|r| r.reason.as_deref());
+            if phase == "Running"
+                && ready.is_some_and(|r| r.status == "False")
+                && !reason.is_some_and(|r| kubelets.contains(&r))
+                && containers_ready
+            {
+                census.left_not_ready += 1;
+            }
+            let key = match ready {
+                Some(r) => {
+                    format!("{phase}, Ready={} ({})", r.status, reason.unwrap_or("no reason"))
+                }
+                None => format!("{phase}, no Ready condition"),
+            };
+            *census.not_ready.entry(key).or_default() += 1;
+        }
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(next) => params = params.continue_token(&next),
+            None => break,
+        }
+        if census.pods % 25_000 == 0 {
+            eprintln!("[census] {} pods read", census.pods);
+        }
+    }
+    Ok(census)
+}

@@ -16,7 +16,10 @@
 //! the audit log records; see `measure.rs` for what is read and how. Our default is measured
 //! once more after the peers (whether the order moved anyone's figures), and a client that only
 //! reads times every pod's delivery (streamed list and LIST, protobuf and JSON) before and
-//! after the processes: the API server's floor under their ready times. Asserts nothing.
+//! after the processes: the API server's floor under their ready times. Before and after the
+//! processes it also reads every node and pod and counts those kube-remediator keeps a record
+//! of (Terminating, left not Ready, failed by a shutdown, Ready on a node not Ready): why a
+//! process keeps what it keeps (`measure::census`). Asserts nothing.
 //!
 //! `KUBE_REMEDIATOR_BENCH_PODS` (default 3000) and `KUBE_REMEDIATOR_BENCH_NODES` (default 100)
 //! set the size, `KUBE_REMEDIATOR_BENCH_POD=small` pods of one container instead of three (tier
@@ -303,6 +306,19 @@ async fn scenario(cluster: &Cluster, peer: &Path, versions: &str) -> Result<()> 
         }
     };
     let mut probes: Vec<(&str, measure::ProbedRead)> = probe("before").await;
+    let census = |when: &'static str| {
+        let client = client.clone();
+        async move {
+            match measure::census(&client).await {
+                Ok(c) => Some((when, c)),
+                Err(e) => {
+                    eprintln!("[rss] the census of the cluster failed: {e:#}");
+                    None
+                }
+            }
+        }
+    };
+    let mut censuses: Vec<(&str, measure::Census)> = census("before").await.into_iter().collect();
     let one = env.pods().get(&one.metadata.name.clone().unwrap_or_default()).await?;
     let bytes = serde_json::to_vec(&one)?.len();
     let populated = format!("{created} pods on {nodes} nodes");
@@ -380,6 +396,7 @@ async fn scenario(cluster: &Cluster, peer: &Path, versions: &str) -> Result<()> 
     if !ours_only() {
         probes.extend(probe("after").await);
     }
+    censuses.extend(census("after").await);
     println!();
     println!(
         "Populated in {:.0} s ({nodes} nodes Ready in {nodes_took:.0} s, {created} pods created \
@@ -412,6 +429,43 @@ async fn scenario(cluster: &Cluster, peer: &Path, versions: &str) -> Result<()> 
         for (when, (read, seconds, events, bytes)) in &probes {
             let events = if read.starts_with("LIST") { "".into() } else { events.to_string() };
             println!("| {read} | {when} | {seconds:.1} s | {events} | {bytes} |");
+        }
+    }
+    if !censuses.is_empty() {
+        println!();
+        println!(
+            "What the cluster held that kube-remediator keeps a record of, before the processes \
+             were measured and after (every node and pod read):"
+        );
+        println!();
+        println!(
+            "| when | nodes not Ready | pods | Terminating | Failed by a shutdown | left not Ready \
+             | Ready on a node not Ready | kept in all |"
+        );
+        println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
+        for (when, c) in &censuses {
+            println!(
+                "| {when} | {} of {} | {} | {} | {} | {} | {} | {} |",
+                c.nodes_not_ready,
+                c.nodes,
+                c.pods,
+                c.terminating,
+                c.failed_by_shutdown,
+                c.left_not_ready,
+                c.ready_on_node_not_ready,
+                c.kept()
+            );
+        }
+        for (when, c) in &censuses {
+            if !c.not_ready.is_empty() {
+                println!();
+                println!(
+                    "Pods neither Terminating nor Ready, {when}, by phase and Ready condition:"
+                );
+                for (what, n) in &c.not_ready {
+                    println!("- {what}: {n}");
+                }
+            }
         }
     }
     let deleted = measure::pod_deletes(&cluster.audit_log, "churn-")?;
