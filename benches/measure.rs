@@ -515,10 +515,9 @@ fn field<'a>(entry: &'a serde_json::Value, pointer: &str) -> &'a str {
 }
 
 /// What the cluster holds that kube-remediator keeps a record of, counted by a client that reads
-/// every node and pod (pods in pages of 1,000, JSON): which pods, and why, when a process keeps
-/// more records than a steady cluster should make it. The rules are those of
-/// `src/adapters/mod.rs` (`pod_record`, `ready_pod_record`), for pods without init containers
-/// (the benchmark's).
+/// every node and pod (pods in pages of 1,000, JSON) and sorts each pod by the operator's own
+/// rules (`kube_remediator::adapters::pod_record` and `ready_pod_record`): which pods, and why,
+/// when a process keeps more records than a steady cluster should make it.
 #[derive(Clone, Debug, Default)]
 pub struct Census {
     pub nodes: usize,
@@ -553,6 +552,7 @@ impl Census {
 pub async fn census(client: &kube::Client) -> Result<Census> {
     use k8s_openapi::api::core::v1::{Node, Pod};
     use kube::api::ListParams;
+    use kube_remediator::adapters::{WatchedPod, pod_record, ready_pod_record};
     let mut census = Census::default();
     let nodes = Api::<Node>::all(client.clone()).list(&ListParams::default()).await?;
     let mut ready_nodes = std::collections::HashSet::new();
@@ -572,51 +572,36 @@ pub async fn census(client: &kube::Client) -> Result<Census> {
         let page = pods.list(&params).await?;
         for pod in &page.items {
             census.pods += 1;
-            let Some(status) = pod.status.as_ref() else { continue };
-            let phase = status.phase.as_deref().unwrap_or("no phase");
-            let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
-            let ready = status
-                .conditions
-                .as_deref()
-                .unwrap_or_default()
-                .iter()
-                .find(|c| c.type_ == "Ready");
-            let containers = status.container_statuses.as_deref().unwrap_or_default();
-            let containers_ready = !containers.is_empty()
-                && containers
-                    .iter()
-                    .all(|c| c.ready && c.state.as_ref().is_some_and(|s| s.running.is_some()));
+            let watched: WatchedPod = serde_json::from_value(serde_json::to_value(pod)?)?;
+            if let Some(record) = pod_record(&watched) {
+                let view = &record.view;
+                if view.deletion_timestamp.is_some() {
+                    census.terminating += 1;
+                } else if view.shutdown_reason.is_some() {
+                    census.failed_by_shutdown += 1;
+                } else {
+                    census.left_not_ready += 1;
+                }
+            }
             if pod.metadata.deletion_timestamp.is_some() {
-                census.terminating += 1;
                 continue;
             }
-            if phase == "Failed"
-                && matches!(
-                    status.reason.as_deref(),
-                    Some("Shutdown" | "Terminated" | "NodeShutdown")
-                )
-            {
-                census.failed_by_shutdown += 1;
-            }
-            if phase == "Running" && ready.is_some_and(|r| r.status == "True") {
+            if ready_pod_record(&watched).is_some() {
+                let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
                 if !node.is_some_and(|n| ready_nodes.contains(n)) {
                     census.ready_on_node_not_ready += 1;
                 }
                 continue;
             }
-            let kubelets = ["ContainersNotReady", "ReadinessGatesNotReady", "PodCompleted"];
-            let reason = ready.and_then(|r| r.reason.as_deref());
-            if phase == "Running"
-                && ready.is_some_and(|r| r.status == "False")
-                && !reason.is_some_and(|r| kubelets.contains(&r))
-                && containers_ready
-            {
-                census.left_not_ready += 1;
-            }
-            let key = match ready {
-                Some(r) => {
-                    format!("{phase}, Ready={} ({})", r.status, reason.unwrap_or("no reason"))
-                }
+            let status = pod.status.as_ref();
+            let phase = status.and_then(|s| s.phase.as_deref()).unwrap_or("no phase");
+            let conditions = status.and_then(|s| s.conditions.as_deref()).unwrap_or_default();
+            let key = match conditions.iter().find(|c| c.type_ == "Ready") {
+                Some(r) => format!(
+                    "{phase}, Ready={} ({})",
+                    r.status,
+                    r.reason.as_deref().unwrap_or("no reason")
+                ),
                 None => format!("{phase}, no Ready condition"),
             };
             *census.not_ready.entry(key).or_default() += 1;
