@@ -3,6 +3,8 @@
 //! through here. Every field is optional in the API, so nothing here unwraps: a strange object
 //! yields a conservative view.
 
+use std::sync::Arc;
+
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
@@ -271,9 +273,9 @@ fn record(
     let spec = pod.spec.as_ref();
     let owner = meta.owner_references.as_ref().and_then(|refs| {
         refs.iter().find(|r| r.controller == Some(true)).map(|r| OwnerRef {
-            kind: r.kind.clone(),
-            name: r.name.clone(),
-            uid: r.uid.clone(),
+            kind: r.kind.as_str().into(),
+            name: r.name.as_str().into(),
+            uid: r.uid.as_str().into(),
         })
     });
     let volumes = spec.and_then(|s| s.volumes.as_deref()).unwrap_or_default();
@@ -289,10 +291,10 @@ fn record(
         .collect();
     PodRecord {
         view: PodView {
-            namespace: meta.namespace.clone().unwrap_or_default(),
+            namespace: meta.namespace.as_deref().unwrap_or_default().into(),
             name: meta.name.clone().unwrap_or_default(),
             uid: meta.uid.clone().unwrap_or_default(),
-            node_name: spec.and_then(|s| s.node_name.clone()),
+            node_name: spec.and_then(|s| s.node_name.as_deref()).map(Arc::from),
             labels: meta.labels.iter().flatten().collect(),
             namespace_labels: Default::default(),
             owner,
@@ -301,10 +303,11 @@ fn record(
             is_mirror: meta.annotations.as_ref().is_some_and(|a| a.contains_key(MIRROR_ANNOTATION)),
             has_rwo_volume: volumes.iter().any(single_writer_inline),
             excluded: excluded(meta.annotations.as_ref()),
-            phase: pod.status.as_ref().and_then(|s| s.phase.clone()),
+            phase: pod.status.as_ref().and_then(|s| s.phase.as_deref()).map(Arc::from),
             blocks_rollout: None,
             finalizers: meta.finalizers.clone().unwrap_or_default(),
-            running_containers: running_containers(pod),
+            // Only a Terminating pod's are read (why it is stuck on a live node).
+            running_containers: if deletion.is_some() { running_containers(pod) } else { vec![] },
             stale_ready_since,
             shutdown_reason,
             // Ours to date: the state fills them in from when it saw the pod.
@@ -564,7 +567,7 @@ mod tests {
         assert_eq!(record.claims, vec!["data-web-0".to_string()]);
         let view = record.view;
         assert_eq!(view.node_name.as_deref(), Some("n1"));
-        assert_eq!(view.owner.map(|o| o.kind), Some("StatefulSet".to_string()));
+        assert_eq!(view.owner.map(|o| o.kind), Some("StatefulSet".into()));
         assert_eq!(view.deletion_grace_seconds, Some(30));
         assert!(view.excluded);
         assert!(!view.is_mirror);

@@ -8,6 +8,8 @@
 //! itself); evidence older than that it can only date by the timestamps in the objects, written
 //! by the nodes' own clocks. [`Snapshot::note`] says so.
 
+use std::sync::Arc;
+
 use futures::StreamExt;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::coordination::v1::Lease;
@@ -184,7 +186,7 @@ fn one_shot_observed(state: &ClusterState, listed_at: Timestamp, now: Timestamp)
             && let Some(deleted) = pod.deletion_timestamp
         {
             let grace = SignedDuration::from_secs(pod.deletion_grace_seconds.unwrap_or(0).max(0));
-            pod.terminating_seen = Some((deleted - grace).min(listed_at));
+            Arc::make_mut(pod).terminating_seen = Some((deleted - grace).min(listed_at));
         }
     }
     observed.watch_synced_at = Some(Timestamp::MIN);

@@ -296,6 +296,7 @@ mod tests {
     fn world(nodes: Vec<NodeView>, pods: Vec<PodView>) -> Observed {
         let synced = "2025-12-31T23:00:00Z".parse().expect("ts");
         let nodes = nodes.into_iter().map(Into::into).collect();
+        let pods = pods.into_iter().map(Into::into).collect();
         Observed { nodes, pods, watch_synced_at: Some(synced), ..Default::default() }
     }
 

@@ -69,7 +69,7 @@ mod tests {
         let skipped = record("uid-web-1", Mode::Enforce, ActionResult::Skipped, 0);
         let outcome = |record, handled| ActionOutcome { record, handled, acted_key: &record.uid };
         let outcomes = [outcome(&done, true), outcome(&cordon, true), outcome(&skipped, false)];
-        let observed = Observed { pods: vec![pod("web-0", "n1")], ..Default::default() };
+        let observed = Observed { pods: vec![pod("web-0", "n1").into()], ..Default::default() };
         let mut ledger = Ledger::default();
         ledger.record("a", &outcomes, &observed);
 

@@ -401,9 +401,9 @@ impl fmt::Display for WorkloadRef {
 /// A pod's controlling owner reference.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OwnerRef {
-    pub kind: String,
-    pub name: String,
-    pub uid: String,
+    pub kind: Arc<str>,
+    pub name: Arc<str>,
+    pub uid: Arc<str>,
 }
 
 /// The key of per-owner budgets: one ReplicaSet, StatefulSet or Job.
@@ -424,11 +424,11 @@ impl fmt::Display for OwnerKey {
 /// (`deletion_timestamp` set); the others are ignored.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PodView {
-    pub namespace: String,
+    pub namespace: Arc<str>,
     pub name: String,
     pub uid: String,
     /// `spec.nodeName`; pods never scheduled are ignored.
-    pub node_name: Option<String>,
+    pub node_name: Option<Arc<str>>,
     /// Its labels, compact like a node's: the state shares their strings between pods.
     pub labels: Labels,
     /// The labels of the pod's namespace, shared between the pods of one namespace.
@@ -446,7 +446,7 @@ pub struct PodView {
     /// Annotated `remediator.io/exclude: "true"`.
     pub excluded: bool,
     /// `status.phase`, for reports.
-    pub phase: Option<String>,
+    pub phase: Option<Arc<str>>,
     /// `metadata.finalizers`: while any is left, deleting the pod does not remove it.
     pub finalizers: Vec<String>,
     /// The containers whose status is running (a Terminating pod on a live node: the kubelet
@@ -475,8 +475,9 @@ pub struct PodView {
     /// written in it. `None` for every other pod.
     pub ready_since: Option<Timestamp>,
     /// The Recreate Deployment or StatefulSet whose rollout this pod blocks, if any (filled by
-    /// the controller from [`crate::core::rollouts::blocked_rollouts`]).
-    pub blocks_rollout: Option<WorkloadRef>,
+    /// the controller from [`crate::core::rollouts::blocked_rollouts`]; boxed, since few pods
+    /// have one and every kept pod has the field).
+    pub blocks_rollout: Option<Box<WorkloadRef>>,
 }
 
 impl PodView {
@@ -492,9 +493,9 @@ impl PodView {
     /// The per-owner budget key; `None` for bare pods.
     pub fn owner_key(&self) -> Option<OwnerKey> {
         self.owner.as_ref().map(|o| OwnerKey {
-            namespace: self.namespace.clone(),
-            kind: o.kind.clone(),
-            name: o.name.clone(),
+            namespace: self.namespace.to_string(),
+            kind: o.kind.to_string(),
+            name: o.name.to_string(),
         })
     }
 }
@@ -547,8 +548,9 @@ pub struct Observed {
     pub nodes: Vec<Arc<NodeView>>,
     /// Terminating pods, running pods left Ready=False while every container is ready
     /// ([`PodView::stale_ready_since`]) and pods left Failed by a graceful node shutdown
-    /// ([`PodView::shutdown_reason`]); others are ignored.
-    pub pods: Vec<PodView>,
+    /// ([`PodView::shutdown_reason`]); others are ignored. Shared with the watch index's
+    /// records (a reconcile copies only the pods whose view it changes).
+    pub pods: Vec<Arc<PodView>>,
     /// The start of the evidence window (see [`crate::core::evidence`]): when the watches last
     /// finished a (re)list or the Lease view last resumed after a stall. `None` while evidence
     /// is not trusted: then no node is dead and nothing is done.

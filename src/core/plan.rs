@@ -496,7 +496,7 @@ mod tests {
         }
         Observed {
             nodes: nodes.into_iter().map(Into::into).collect(),
-            pods,
+            pods: pods.into_iter().map(Into::into).collect(),
             watch_synced_at: Some("2025-12-31T23:00:00Z".parse().expect("ts")),
             ..Default::default()
         }
@@ -1154,8 +1154,8 @@ mod tests {
                 if !same_owner {
                     p.owner = Some(OwnerRef {
                         kind: "ReplicaSet".into(),
-                        name: format!("rs{i:02}"),
-                        uid: format!("u{i}"),
+                        name: format!("rs{i:02}").into(),
+                        uid: format!("u{i}").into(),
                     });
                 }
                 p
@@ -1242,11 +1242,11 @@ mod tests {
         let mut obs = observed(vec![node("n-dead", "dead")], many_pods(2, true));
         let mut bare = pod("bare", "n-dead");
         bare.owner = None;
-        obs.pods.push(bare.clone());
+        obs.pods.push(bare.clone().into());
         let mut bare2 = bare;
         bare2.name = "bare2".into();
         bare2.uid = "uid-bare2".into();
-        obs.pods.push(bare2);
+        obs.pods.push(bare2.into());
         obs.recent_actions = vec![PastAction { at: t(9, 40), owner: Some(rs_owner("web-1")) }];
         let plan = plan(&obs, &p, now());
         assert_eq!(acted(&plan), vec!["bare", "bare2"]);
@@ -1392,8 +1392,8 @@ mod tests {
             vec![node("n-dead", "dead"), node("n-dying", "dying"), node("n-ready", "ready")],
             many_pods(12, false),
         );
-        obs.pods.push(pod("d", "n-dying"));
-        obs.pods.push(pod("r", "n-ready"));
+        obs.pods.push(pod("d", "n-dying").into());
+        obs.pods.push(pod("r", "n-ready").into());
         let dry = plan(&obs, &policy(|s| s.mode = crate::crd::Mode::DryRun), now());
         let enforce = plan(&obs, &policy(|s| s.mode = crate::crd::Mode::Enforce), now());
         assert_eq!(dry, enforce);
@@ -1449,12 +1449,12 @@ mod tests {
     fn recreate_rollouts_rule_applies_to_blocking_pods_only() {
         use crate::core::rollouts::{WorkloadKind, WorkloadRef};
         let blocking = |p: &mut PodView| {
-            p.blocks_rollout = Some(WorkloadRef {
+            p.blocks_rollout = Some(Box::new(WorkloadRef {
                 kind: WorkloadKind::Deployment,
                 namespace: "default".into(),
                 name: "web".into(),
                 uid: "d".into(),
-            });
+            }));
         };
         // deletionTimestamp 00:08:00; now is NOW.
         let off = |s: &mut RemediationPolicySpec| s.stuck_terminating.enabled = false;

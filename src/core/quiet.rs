@@ -85,13 +85,13 @@ fn workload_of<'a>(
     replica_sets: &'a HashMap<String, ReplicaSetView>,
 ) -> Option<&'a str> {
     let owner = pod.owner.as_ref()?;
-    match owner.kind.as_str() {
-        "StatefulSet" => Some(owner.uid.as_str()),
+    match &*owner.kind {
+        "StatefulSet" => Some(&*owner.uid),
         "ReplicaSet" => Some(
             replica_sets
-                .get(&owner.uid)
+                .get(&*owner.uid)
                 .and_then(|rs| rs.deployment_uid.as_deref())
-                .unwrap_or(owner.uid.as_str()),
+                .unwrap_or(&*owner.uid),
         ),
         _ => None,
     }

@@ -8,6 +8,7 @@
 //! set. This module names the workloads in that state and the pods holding
 //! them, with the reason each pod is still there. Pure: `now` and node health are inputs.
 
+use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::fmt;
 
@@ -96,7 +97,7 @@ pub struct RolloutAnalysis {
 pub fn blocked_rollouts(
     workloads: &[WorkloadView],
     replica_sets: &HashMap<String, ReplicaSetView>,
-    pods: &[PodView],
+    pods: &[impl Borrow<PodView>],
     node_ready: impl Fn(&str) -> Option<bool>,
     now: Timestamp,
 ) -> RolloutAnalysis {
@@ -128,7 +129,7 @@ pub fn blocked_rollouts(
         let mut blocking: Vec<BlockingPod> = old_pods
             .iter()
             .map(|p| {
-                let node = p.node_name.clone().unwrap_or_default();
+                let node = p.node_name.as_deref().unwrap_or_default().to_string();
                 let cause = if !past_grace(p) {
                     BlockCause::InGrace
                 } else if node_ready(&node) == Some(true) {
@@ -137,7 +138,7 @@ pub fn blocked_rollouts(
                     BlockCause::NodeUnhealthy
                 };
                 BlockingPod {
-                    namespace: p.namespace.clone(),
+                    namespace: p.namespace.to_string(),
                     name: p.name.clone(),
                     uid: p.uid.clone(),
                     node,
@@ -165,20 +166,20 @@ pub fn blocked_rollouts(
 /// StatefulSet's own pods, and a Deployment's pods of scaled-down (replicas 0) ReplicaSets.
 fn old_pods_by_workload<'a>(
     replica_sets: &'a HashMap<String, ReplicaSetView>,
-    pods: &'a [PodView],
+    pods: &'a [impl Borrow<PodView>],
 ) -> HashMap<&'a str, Vec<&'a PodView>> {
     let mut by_workload: HashMap<&str, Vec<&PodView>> = HashMap::new();
     // Only Terminating pods block; the state also keeps pods left Ready=False after a node blip.
-    for pod in pods.iter().filter(|p| p.deletion_timestamp.is_some()) {
+    for pod in pods.iter().map(Borrow::borrow).filter(|p| p.deletion_timestamp.is_some()) {
         // A pod never scheduled is deleted at once by the API server: it blocks nothing.
         if pod.node_name.as_deref().is_none_or(str::is_empty) {
             continue;
         }
         let Some(owner) = &pod.owner else { continue };
-        let workload_uid = match owner.kind.as_str() {
-            "StatefulSet" => Some(owner.uid.as_str()),
+        let workload_uid = match &*owner.kind {
+            "StatefulSet" => Some(&*owner.uid),
             "ReplicaSet" => replica_sets
-                .get(&owner.uid)
+                .get(&*owner.uid)
                 .filter(|rs| rs.replicas == 0)
                 .and_then(|rs| rs.deployment_uid.as_deref()),
             _ => None,

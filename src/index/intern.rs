@@ -1,5 +1,6 @@
-//! One copy of each label string the watch index keeps: nodes repeat the same label keys and
-//! most values (zone, instance type, os, arch, node pool) thousands of times.
+//! One copy of each repeated string the watch index keeps: nodes repeat the same label keys and
+//! most values (zone, instance type, os, arch, node pool) thousands of times, and the pods kept
+//! repeat their labels, namespace, node, owner and phase.
 //!
 //! Strings nobody else holds any more are forgotten once the set has doubled since the last
 //! sweep, so the set stays within about twice the strings in use however labels churn.
@@ -24,14 +25,19 @@ impl Interner {
         }
         let shared: Arc<str> = Arc::from(s);
         self.strings.insert(shared.clone());
+        self.sweep();
         shared
+    }
+
+    /// Replaces `s` with the shared copy of its text.
+    pub fn share(&mut self, s: &mut Arc<str>) {
+        *s = self.intern(s);
     }
 
     /// `labels` with every key and value shared.
     pub fn labels(&mut self, labels: &Labels) -> Labels {
         let pairs: Vec<(Arc<str>, Arc<str>)> =
             labels.pairs().iter().map(|(k, v)| (self.intern(k), self.intern(v))).collect();
-        self.sweep();
         Labels::from_pairs(pairs)
     }
 

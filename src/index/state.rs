@@ -3,13 +3,16 @@
 //! No full objects are kept: a node is a [`NodeView`] with its Lease's two instants joined in
 //! (behind an `Arc`, so that the table's spare buckets cost a pointer, not a record, and the
 //! planner's input shares the records instead of copying them; its label strings shared
-//! between nodes through one [`Interner`]), a Lease is its renew time and when we saw it change, a pod is a [`PodRecord`] and only while it is Terminating, a
-//! namespace is its labels, a claim is whether it is ReadWriteOnce. [`ClusterState::observe`]
+//! between nodes through one [`Interner`]), a Lease is its renew time and when we saw it change,
+//! a pod is a [`PodView`] (behind an `Arc` the same way, its repeated strings shared) and only
+//! while it matters (Terminating, left not Ready, failed by a shutdown, Ready on a node that is
+//! not), a namespace is its labels, a claim is whether it is ReadWriteOnce. [`ClusterState::observe`]
 //! assembles the core's [`Observed`] from them.
 //!
 //! Every `now` passed in comes from [`crate::clock`]: evidence is timed by the instant *we* saw
 //! it, never by the timestamps other machines wrote into the objects.
 
+use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
@@ -176,14 +179,17 @@ pub struct ClusterState {
     /// Each with its Lease's instants joined in, as the Lease store has them (see
     /// [`ClusterState::join_lease`]).
     nodes: Store<Arc<NodeView>>,
-    /// The one copy of each node label key and value.
-    labels: Interner,
+    /// The one copy of each node label key and value, and of the kept pods' repeated strings.
+    strings: Interner,
     leases: Store<LeaseRecord>,
     /// The pods kept (Terminating, left not Ready, failed by a shutdown, Ready on a node that is
-    /// not), by UID: each record boxed, so that the table's spare buckets cost a pointer, not a
-    /// record (a zone's outage keeps tens of thousands), its label strings shared.
-    pods: Store<Box<PodRecord>>,
+    /// not), by UID: each view behind an `Arc`, so that the table's spare buckets cost a pointer,
+    /// not a record (a zone's outage keeps tens of thousands), and the planner's input shares
+    /// the views instead of copying them; their repeated strings shared.
+    pods: Store<KeptPod>,
     namespaces: Store<Arc<BTreeMap<String, String>>>,
+    /// The labels of a namespace that has none (or is not known), shared by its pods' views.
+    no_labels: Arc<BTreeMap<String, String>>,
     /// `namespace/name` of claims whose access modes include ReadWriteOnce(Pod).
     rwo_claims: Store<()>,
     /// Deployments and StatefulSets by UID (relisted apart).
@@ -214,15 +220,34 @@ pub struct ClusterState {
     sync: Sync,
 }
 
-/// Keeps `record` as the pod `uid`, its label strings shared with every other record's.
-fn keep_pod(
-    pods: &mut Store<Box<PodRecord>>,
-    labels: &mut Interner,
-    uid: String,
-    mut record: PodRecord,
-) -> Change {
-    record.view.labels = labels.labels(&record.view.labels);
-    pods.put(uid, Box::new(record))
+/// A pod as kept: its view as the planner reads it, with its namespace's labels and whether it
+/// mounts a single-writer claim filled in as the state had them when the view was made (a
+/// namespace or claim that changes since refreshes it; [`ClusterState::observe`] checks both
+/// again), and what the second is made of.
+#[derive(Clone, Debug, PartialEq)]
+struct KeptPod {
+    view: Arc<PodView>,
+    /// The names of the claims it mounts.
+    claims: Vec<String>,
+    /// It mounts a single-writer volume inline (not through a claim).
+    inline_rwo: bool,
+}
+
+/// The namespace labels and single-writer verdict `kept`'s view must carry, from the
+/// namespaces and claims as they are now; `None` when it carries them already.
+fn stale_context(
+    kept: &KeptPod,
+    namespaces: &HashMap<String, Arc<BTreeMap<String, String>>>,
+    rwo_claims: &HashMap<String, ()>,
+    no_labels: &Arc<BTreeMap<String, String>>,
+) -> Option<(Arc<BTreeMap<String, String>>, bool)> {
+    let view = &kept.view;
+    let labels = namespaces.get(&*view.namespace).unwrap_or(no_labels);
+    let rwo = kept.inline_rwo
+        || kept.claims.iter().any(|c| rwo_claims.contains_key(&claim_key(&view.namespace, c)));
+    let same_labels =
+        Arc::ptr_eq(labels, &view.namespace_labels) || **labels == *view.namespace_labels;
+    (!same_labels || rwo != view.has_rwo_volume).then(|| (labels.clone(), rwo))
 }
 
 impl ClusterState {
@@ -252,6 +277,9 @@ impl ClusterState {
     /// and Leases, the evidence window restarts.
     pub fn list_done(&mut self, kind: WatchedKind, now: Timestamp) -> Change {
         self.store(kind).finish();
+        if matches!(kind, WatchedKind::Namespace | WatchedKind::PersistentVolumeClaim) {
+            self.refresh_pod_views(None);
+        }
         if kind.restarts_evidence() {
             // Nodes listed while Leases changed, or Leases relisted under the nodes.
             let names: Vec<String> = self.nodes.live.keys().cloned().collect();
@@ -278,7 +306,7 @@ impl ClusterState {
     /// the previous view while it stays not Ready.
     pub fn apply_node(&mut self, node: &Node, now: Timestamp) -> Change {
         let mut view = node_view(node);
-        view.labels = self.labels.labels(&view.labels);
+        view.labels = self.strings.labels(&view.labels);
         let name = view.observation.name.clone();
         // A Node re-created under the same name is a new node, not the deleted one.
         self.tombstones.remove(&name);
@@ -342,7 +370,7 @@ impl ClusterState {
             }
             (false, true) => {
                 self.unready_nodes.remove(node);
-                let on_node = |r: &PodRecord| {
+                let on_node = |r: &KeptPod| {
                     r.view.ready_since.is_some() && r.view.node_name.as_deref() == Some(node)
                 };
                 self.pods.live.retain(|_, r| !on_node(r));
@@ -370,16 +398,18 @@ impl ClusterState {
     /// Ready (the watch's copy is as new as the list's, or newer).
     pub fn apply_listed_pods(&mut self, node: &str, pods: &[WatchedPod]) -> Change {
         let Some(delivered) = self.unready_nodes.get(node) else { return Change::None };
-        let mut change = Change::None;
+        let mut records = Vec::new();
         for pod in pods {
             let uid = pod.metadata.uid.clone().unwrap_or_default();
             let on_node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node);
             if !on_node || delivered.contains(&uid) || self.pods.live.contains_key(&uid) {
                 continue;
             }
-            if let Some(record) = ready_pod_record(pod)
-                && keep_pod(&mut self.pods, &mut self.labels, uid, record) == Change::Relevant
-            {
+            records.extend(ready_pod_record(pod).map(|record| (uid, record)));
+        }
+        let mut change = Change::None;
+        for (uid, record) in records {
+            if self.keep_pod(uid, record) == Change::Relevant {
                 change = Change::Relevant;
             }
         }
@@ -517,7 +547,7 @@ impl ClusterState {
 
     /// Until when no decision, report or count can depend on `record`
     /// ([`crate::core::quiet::quiet_until`]), with node readiness as this state has it.
-    fn deferrable_until(&self, record: &PodRecord, now: Timestamp) -> Option<Timestamp> {
+    fn deferrable_until(&self, record: &KeptPod, now: Timestamp) -> Option<Timestamp> {
         let ready = |node: &str| {
             !self.unready_nodes.contains_key(node)
                 && self
@@ -526,7 +556,7 @@ impl ClusterState {
                     .get(node)
                     .is_some_and(|n| !n.deleted && n.observation.readiness == Readiness::Ready)
         };
-        let pods = self.pods.live.values().map(|r| &r.view);
+        let pods = self.pods.live.values().map(|r| &*r.view);
         quiet_until(&record.view, ready, pods, &self.replica_sets.live, now)
     }
 
@@ -563,13 +593,13 @@ impl ClusterState {
         };
         let repaired = self.pods.live.get(&uid).filter(|r| r.view.stale_seen.is_some());
         if let Some(before) = repaired.filter(|_| pod_is_ready(pod)) {
-            let view = before.view.clone();
+            let view = PodView::clone(&before.view);
             self.repaired.retain(|_, r| now.duration_since(r.repaired_at) < REPAIRED_KEPT);
             self.repaired.insert(uid.clone(), RepairedPod { view, repaired_at: now });
         }
         match record {
             Some(mut record) => {
-                let before = self.pods.live.get(&uid).map(|r| &r.view);
+                let before = self.pods.live.get(&uid).map(|r| &*r.view);
                 let view = &mut record.view;
                 // A deletion re-issued with a shorter grace period (the kubelet's final DELETE)
                 // moves the deletionTimestamp: time is counted from when we saw that one.
@@ -586,7 +616,7 @@ impl ClusterState {
                     .shutdown_reason
                     .as_ref()
                     .and(before.and_then(|b| b.shutdown_seen).or(Some(now)));
-                keep_pod(&mut self.pods, &mut self.labels, uid, record)
+                self.keep_pod(uid, record)
             }
             None => self.pods.remove(&uid),
         }
@@ -622,29 +652,77 @@ impl ClusterState {
     }
 
     pub fn apply_namespace(&mut self, ns: &Namespace) -> Change {
-        let name = ns.metadata.name.clone().unwrap_or_default();
-        self.namespaces.put(name, Arc::new(ns.metadata.labels.clone().unwrap_or_default()))
+        let name = ns.metadata.name.as_deref().unwrap_or_default();
+        let labels = Arc::new(ns.metadata.labels.clone().unwrap_or_default());
+        let change = self.namespaces.put(name.to_string(), labels);
+        self.refresh_pod_views(Some(name));
+        change
     }
 
     pub fn delete_namespace(&mut self, name: &str) -> Change {
         self.namespaces.remove(name);
+        self.refresh_pod_views(Some(name));
         Change::Relevant
     }
 
     /// A claim was added or changed: only whether it is ReadWriteOnce(Pod) is kept.
     pub fn apply_claim(&mut self, claim: &PersistentVolumeClaim) -> Change {
-        let key = claim_key(
-            claim.metadata.namespace.as_deref().unwrap_or_default(),
-            claim.metadata.name.as_deref().unwrap_or_default(),
-        );
+        let namespace = claim.metadata.namespace.as_deref().unwrap_or_default();
+        let key = claim_key(namespace, claim.metadata.name.as_deref().unwrap_or_default());
         let rwo = claim.spec.as_ref().and_then(|s| s.access_modes.as_ref()).is_some_and(|modes| {
             modes.iter().any(|m| m == "ReadWriteOnce" || m == "ReadWriteOncePod")
         });
-        if rwo { self.rwo_claims.put(key, ()) } else { self.rwo_claims.remove(&key) }
+        let change = if rwo { self.rwo_claims.put(key, ()) } else { self.rwo_claims.remove(&key) };
+        self.refresh_pod_views(Some(namespace));
+        change
     }
 
     pub fn delete_claim(&mut self, namespace: &str, name: &str) -> Change {
-        self.rwo_claims.remove(&claim_key(namespace, name))
+        let change = self.rwo_claims.remove(&claim_key(namespace, name));
+        self.refresh_pod_views(Some(namespace));
+        change
+    }
+
+    /// Keeps `record` as the pod `uid`: its repeated strings (labels, namespace, node, owner,
+    /// phase) shared with every other record's, its namespace's labels and claims' verdict
+    /// filled in.
+    fn keep_pod(&mut self, uid: String, mut record: PodRecord) -> Change {
+        let strings = &mut self.strings;
+        let view = &mut record.view;
+        view.labels = strings.labels(&view.labels);
+        strings.share(&mut view.namespace);
+        for s in view.node_name.iter_mut().chain(view.phase.iter_mut()) {
+            strings.share(s);
+        }
+        if let Some(owner) = view.owner.as_mut() {
+            for s in [&mut owner.kind, &mut owner.name, &mut owner.uid] {
+                strings.share(s);
+            }
+        }
+        let inline_rwo = view.has_rwo_volume;
+        let mut kept = KeptPod { view: Arc::new(record.view), claims: record.claims, inline_rwo };
+        let context =
+            stale_context(&kept, &self.namespaces.live, &self.rwo_claims.live, &self.no_labels);
+        if let Some((labels, rwo)) = context {
+            let view = Arc::make_mut(&mut kept.view);
+            (view.namespace_labels, view.has_rwo_volume) = (labels, rwo);
+        }
+        self.pods.put(uid, kept)
+    }
+
+    /// Brings the kept pods' views (of `namespace`, or all) up to date with their namespaces'
+    /// labels and claims, after one of those changed (otherwise every plan would copy the views
+    /// that differ).
+    fn refresh_pod_views(&mut self, namespace: Option<&str>) {
+        let (namespaces, claims) = (&self.namespaces.live, &self.rwo_claims.live);
+        let relist = self.pods.relist.iter_mut().flat_map(|r| r.values_mut());
+        let kept = self.pods.live.values_mut().chain(relist);
+        for kept in kept.filter(|k| namespace.is_none_or(|ns| *k.view.namespace == *ns)) {
+            if let Some((labels, rwo)) = stale_context(kept, namespaces, claims, &self.no_labels) {
+                let view = Arc::make_mut(&mut kept.view);
+                (view.namespace_labels, view.has_rwo_volume) = (labels, rwo);
+            }
+        }
     }
 
     /// A Deployment or StatefulSet was added or changed.
@@ -673,11 +751,11 @@ impl ClusterState {
 
     /// The blocked Recreate Deployments and StatefulSets at `now`.
     pub fn rollout_analysis(&self, now: Timestamp) -> RolloutAnalysis {
-        let pods: Vec<PodView> = self.pods.live.values().map(|r| r.view.clone()).collect();
+        let pods: Vec<&PodView> = self.pods.live.values().map(|r| &*r.view).collect();
         self.analyze(&pods, now)
     }
 
-    fn analyze(&self, pods: &[PodView], now: Timestamp) -> RolloutAnalysis {
+    fn analyze(&self, pods: &[impl Borrow<PodView>], now: Timestamp) -> RolloutAnalysis {
         let workloads: Vec<WorkloadView> = self
             .deployments
             .live
@@ -767,7 +845,6 @@ impl ClusterState {
         recent_actions: Vec<PastAction>,
         acted_pods: BTreeSet<String>,
     ) -> Observed {
-        let empty = Arc::new(BTreeMap::new());
         let nodes = self
             .nodes
             .live
@@ -779,22 +856,20 @@ impl ClusterState {
             .pods
             .live
             .values()
-            .map(|r| {
-                let mut view = r.view.clone();
-                view.namespace_labels = self
-                    .namespaces
-                    .live
-                    .get(&view.namespace)
-                    .cloned()
-                    .unwrap_or_else(|| empty.clone());
-                view.has_rwo_volume |= r
-                    .claims
-                    .iter()
-                    .any(|c| self.rwo_claims.live.contains_key(&claim_key(&view.namespace, c)));
+            .map(|kept| {
+                let (namespaces, claims) = (&self.namespaces.live, &self.rwo_claims.live);
+                let mut view = kept.view.clone();
+                // Shared with the record unless a namespace or claim changed under it since.
+                if let Some((labels, rwo)) =
+                    stale_context(kept, namespaces, claims, &self.no_labels)
+                {
+                    let view = Arc::make_mut(&mut view);
+                    (view.namespace_labels, view.has_rwo_volume) = (labels, rwo);
+                }
                 view
             })
             .collect();
-        let mut pods: Vec<PodView> = pods;
+        let mut pods: Vec<Arc<PodView>> = pods;
         let analysis = self.analyze(&pods, now);
         let blocking: HashMap<&str, &WorkloadRef> = analysis
             .blocked
@@ -802,7 +877,10 @@ impl ClusterState {
             .flat_map(|b| b.pods.iter().map(move |p| (p.uid.as_str(), &b.workload)))
             .collect();
         for pod in &mut pods {
-            pod.blocks_rollout = blocking.get(pod.uid.as_str()).map(|w| (*w).clone());
+            // Only the views of pods that hold a rollout are copied (a record never has one).
+            if let Some(workload) = blocking.get(pod.uid.as_str()) {
+                Arc::make_mut(pod).blocks_rollout = Some(Box::new((*workload).clone()));
+            }
         }
         let evidence = self.evidence_since(now);
         let mut repaired: Vec<RepairedPod> = self
@@ -812,7 +890,7 @@ impl ClusterState {
             .map(|r| {
                 let mut r = r.clone();
                 r.view.namespace_labels =
-                    self.namespaces.live.get(&r.view.namespace).cloned().unwrap_or(empty.clone());
+                    self.namespaces.live.get(&*r.view.namespace).unwrap_or(&self.no_labels).clone();
                 r
             })
             .collect();
@@ -1033,6 +1111,52 @@ mod tests {
         assert_eq!(s.apply_claim(&claim("ReadWriteMany")), Change::Relevant);
     }
 
+    /// A plan shares the kept pods' views; a namespace relabelled, or a claim seen after the
+    /// pod, shows in the next plan (and the record is brought up to date, shared again).
+    #[test]
+    fn plans_share_pod_views_that_follow_their_namespace_and_claims() {
+        let mut s = synced(0, &[]);
+        let pod: WatchedPod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "db-0", "namespace": "ns", "uid": "u1",
+                         "deletionTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"nodeName": "n1", "volumes": [
+                {"name": "data", "persistentVolumeClaim": {"claimName": "data-db-0"}}]},
+        }))
+        .expect("pod");
+        s.apply_pod(&pod, at(1));
+        let pod_of =
+            |s: &ClusterState| s.observe(at(2), Vec::new(), BTreeSet::new()).pods[0].clone();
+        let (first, second) = (pod_of(&s), pod_of(&s));
+        assert!(Arc::ptr_eq(&first, &second), "two plans, one view");
+        assert!(first.namespace_labels.is_empty() && !first.has_rwo_volume);
+
+        let namespace = |team: &str| -> Namespace {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "ns", "labels": {"team": team}}
+            }))
+            .expect("namespace")
+        };
+        let claim: PersistentVolumeClaim = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "data-db-0", "namespace": "ns"},
+            "spec": {"accessModes": ["ReadWriteOnce"]},
+        }))
+        .expect("claim");
+        s.apply_namespace(&namespace("a"));
+        s.apply_claim(&claim);
+        let (third, fourth) = (pod_of(&s), pod_of(&s));
+        assert_eq!(third.namespace_labels.get("team").map(String::as_str), Some("a"));
+        assert!(third.has_rwo_volume, "the claim seen after the pod");
+        assert!(Arc::ptr_eq(&third, &fourth), "the record itself was brought up to date");
+
+        s.apply_namespace(&namespace("b"));
+        s.delete_claim("ns", "data-db-0");
+        let fifth = pod_of(&s);
+        assert_eq!(fifth.namespace_labels.get("team").map(String::as_str), Some("b"));
+        assert!(!fifth.has_rwo_volume, "the claim deleted");
+        s.delete_namespace("ns");
+        assert!(pod_of(&s).namespace_labels.is_empty());
+    }
+
     fn node_with_uid(name: &str, uid: &str, ready: &str) -> Node {
         let mut n = node(name, ready);
         n.metadata.uid = Some(uid.into());
@@ -1144,6 +1268,10 @@ mod tests {
         assert_eq!(a, b);
         let (pa, pb) = (&a.pairs()[0], &b.pairs()[0]);
         assert!(Arc::ptr_eq(&pa.0, &pb.0) && Arc::ptr_eq(&pa.1, &pb.1), "one copy of each string");
+        let [pa, pb] = [0, 1].map(|i| &observed.pods[i]);
+        assert!(Arc::ptr_eq(&pa.namespace, &pb.namespace), "one copy of the namespace");
+        let [na, nb] = [pa, pb].map(|p| p.node_name.clone().expect("scheduled"));
+        assert!(Arc::ptr_eq(&na, &nb), "one copy of the node's name");
         let selector: k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector =
             serde_json::from_value(serde_json::json!({"matchLabels": {"app": "web"}}))
                 .expect("selector");

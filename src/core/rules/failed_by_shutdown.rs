@@ -62,7 +62,7 @@ pub fn shutdown_pods(
         );
         found.candidates.push(Action::DeleteShutdownPod(DeleteShutdownPod {
             pod: PodTarget {
-                namespace: pod.namespace.clone(),
+                namespace: pod.namespace.to_string(),
                 name: pod.name.clone(),
                 uid: pod.uid.clone(),
                 node: node_name.to_string(),
@@ -124,7 +124,7 @@ mod tests {
                 ..Default::default()
             };
             edit(&mut pod, &mut observed);
-            observed.pods.push(pod);
+            observed.pods.push(pod.into());
             let nodes = NodeTable::new(vec![fixtures::node_summary("n1", NodeState::Healthy)]);
             let found = shutdown_pods(&observed, &nodes, &policy, t(now));
             assert_eq!(!found.candidates.is_empty(), want_delete, "{case}");

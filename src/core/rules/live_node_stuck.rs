@@ -50,7 +50,7 @@ pub fn gate(
     }
     let cause = diagnose(pod, observation);
     let stuck = StuckPod {
-        namespace: pod.namespace.clone(),
+        namespace: pod.namespace.to_string(),
         name: pod.name.clone(),
         uid: pod.uid.clone(),
         node: node.name.clone(),

@@ -79,7 +79,7 @@ pub fn release_terminating_pods(
         let (gate, stuck) = pod_gate(pod, node, observation, observed, policy, deleted_at, now);
         found.stuck.extend(stuck);
         let target = |reason, threshold| PodTarget {
-            namespace: pod.namespace.clone(),
+            namespace: pod.namespace.to_string(),
             name: pod.name.clone(),
             uid: pod.uid.clone(),
             node: node_name.to_string(),
@@ -96,7 +96,7 @@ pub fn release_terminating_pods(
             Gate::Ready { threshold, reason, fencing_required, live_node } => {
                 Ok(Action::ForceDelete(ForceDelete {
                     pod: target(reason, threshold),
-                    blocks_rollout: pod.blocks_rollout.clone(),
+                    blocks_rollout: pod.blocks_rollout.as_deref().cloned(),
                     lease_renewed: node.lease_renewed,
                     fencing_required,
                     live: pod.live_deletion().filter(|_| live_node),
@@ -127,7 +127,7 @@ pub fn release_terminating_pods(
             Err(reason) => Verdict::NotEligible(reason),
         };
         found.decisions.push(PodDecision {
-            namespace: pod.namespace.clone(),
+            namespace: pod.namespace.to_string(),
             name: pod.name.clone(),
             uid: pod.uid.clone(),
             node: node_name.to_string(),

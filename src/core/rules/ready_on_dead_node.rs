@@ -76,7 +76,7 @@ pub fn ready_on_dead_nodes(
         {
             found.candidates.push(Action::MarkNotReady(MarkNotReady {
                 pod: PodTarget {
-                    namespace: pod.namespace.clone(),
+                    namespace: pod.namespace.to_string(),
                     name: pod.name.clone(),
                     uid: pod.uid.clone(),
                     node: node_name.to_string(),
@@ -90,7 +90,7 @@ pub fn ready_on_dead_nodes(
             }));
         }
         found.pods.push(ReadyOnDeadPod {
-            namespace: pod.namespace.clone(),
+            namespace: pod.namespace.to_string(),
             name: pod.name.clone(),
             uid: pod.uid.clone(),
             node: node_name.to_string(),
@@ -147,7 +147,7 @@ mod tests {
             edit(&mut pod);
             let mut observed = Observed {
                 nodes: vec![NodeView::unknown("n1").into()],
-                pods: vec![pod],
+                pods: vec![pod.into()],
                 watch_synced_at: Some(Timestamp::UNIX_EPOCH),
                 ..Default::default()
             };

@@ -62,12 +62,12 @@ mod tests {
             let policy = crate::core::validate(&spec).expect("valid test policy");
             let mut pod = crate::core::observed::fixtures::pod("web-1-abc", "n1");
             if r.blocks {
-                pod.blocks_rollout = Some(WorkloadRef {
+                pod.blocks_rollout = Some(Box::new(WorkloadRef {
                     kind: WorkloadKind::Deployment,
                     namespace: "default".into(),
                     name: "web".into(),
                     uid: "d".into(),
-                });
+                }));
             }
             assert_eq!(delay(&pod, &policy), r.want, "{}", r.case);
             assert_eq!(note(&pod).as_deref(), r.note, "{}", r.case);

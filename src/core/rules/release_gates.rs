@@ -176,7 +176,7 @@ fn owner_class(pod: &PodView) -> OwnerClass<'_> {
     if pod.is_mirror {
         return OwnerClass::Mirror;
     }
-    match pod.owner.as_ref().map(|o| o.kind.as_str()) {
+    match pod.owner.as_ref().map(|o| &*o.kind) {
         None => OwnerClass::Selectable(OwnerKind::Bare),
         Some("ReplicaSet") => OwnerClass::Selectable(OwnerKind::ReplicaSet),
         Some("StatefulSet") => OwnerClass::Selectable(OwnerKind::StatefulSet),

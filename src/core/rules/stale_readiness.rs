@@ -133,7 +133,7 @@ pub fn stale_pods(
             (true, _) => {
                 found.candidates.push(Action::Evict(Evict {
                     pod: PodTarget {
-                        namespace: pod.namespace.clone(),
+                        namespace: pod.namespace.to_string(),
                         name: pod.name.clone(),
                         uid: pod.uid.clone(),
                         node: node_name.to_string(),
@@ -149,7 +149,7 @@ pub fn stale_pods(
             }
         };
         found.stale.push(StalePod {
-            namespace: pod.namespace.clone(),
+            namespace: pod.namespace.to_string(),
             name: pod.name.clone(),
             uid: pod.uid.clone(),
             node: node_name.to_string(),
@@ -217,7 +217,7 @@ fn repaired_while_waiting(
         format_duration(rule.node_ready_for)
     );
     Some(RepairedStale {
-        namespace: pod.namespace.clone(),
+        namespace: pod.namespace.to_string(),
         name: pod.name.clone(),
         uid: pod.uid.clone(),
         node: node_name.to_string(),
@@ -305,7 +305,7 @@ mod tests {
     ) -> StaleFindings {
         let observed = Observed {
             nodes: vec![node.into()],
-            pods: vec![pod],
+            pods: vec![pod.into()],
             watch_synced_at: Some(t(0)),
             ..Default::default()
         };
