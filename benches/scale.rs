@@ -351,11 +351,11 @@ fn heap_profile() {
     });
     println!(
         "  a kept pod record (a Terminating pod of the fixture: three labels, an owner, a \
-         namespace shared by 150 pods), {kept_pods} of them: {:.0} bytes in {:.1} blocks per pod \
-         (PodRecord {} bytes inline), about {:.0} with glibc's headers",
+         namespace shared by 150 pods, a label set by 60), {kept_pods} of them: {:.0} bytes in \
+         {:.1} blocks per pod (its view {} bytes inline), about {:.0} with glibc's headers",
         pod_store.bytes as f64 / kept_pods as f64,
         pod_store.blocks as f64 / kept_pods as f64,
-        std::mem::size_of::<kube_remediator::adapters::PodRecord>(),
+        std::mem::size_of::<kube_remediator::core::PodView>(),
         (pod_store.bytes + 16 * pod_store.blocks) as f64 / kept_pods as f64,
     );
 }

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// A label set: sorted by key, each key once.
-#[derive(Clone, PartialEq, Eq, Default)]
+#[derive(Clone, PartialEq, Eq, Hash, Default)]
 pub struct Labels(Arc<[(Arc<str>, Arc<str>)]>);
 
 impl Labels {
@@ -61,6 +61,11 @@ impl Labels {
 
     pub fn len(&self) -> usize {
         self.0.len()
+    }
+
+    /// Whether another copy of this set shares its slice.
+    pub fn is_shared(&self) -> bool {
+        Arc::strong_count(&self.0) > 1
     }
 
     pub fn is_empty(&self) -> bool {

@@ -1,6 +1,7 @@
 //! One copy of each repeated string the watch index keeps: nodes repeat the same label keys and
 //! most values (zone, instance type, os, arch, node pool) thousands of times, and the pods kept
-//! repeat their labels, namespace, node, owner and phase.
+//! repeat their labels, namespace, node, owner and phase; the pods of one workload have the same
+//! label set, kept once.
 //!
 //! Strings nobody else holds any more are forgotten once the set has doubled since the last
 //! sweep, so the set stays within about twice the strings in use however labels churn.
@@ -13,7 +14,9 @@ use crate::core::Labels;
 #[derive(Debug, Default)]
 pub struct Interner {
     strings: HashSet<Arc<str>>,
-    /// The set's size after the last sweep.
+    /// Whole label sets, for pods (a node's include its host name: each is its own).
+    sets: HashSet<Labels>,
+    /// The sets' size after the last sweep.
     swept_at: usize,
 }
 
@@ -34,6 +37,18 @@ impl Interner {
         *s = self.intern(s);
     }
 
+    /// The shared copy of label set `labels`, its keys and values shared too: the pods of one
+    /// workload keep one slice between them.
+    pub fn label_set(&mut self, labels: &Labels) -> Labels {
+        if let Some(shared) = self.sets.get(labels) {
+            return shared.clone();
+        }
+        let shared = self.labels(labels);
+        self.sets.insert(shared.clone());
+        self.sweep();
+        shared
+    }
+
     /// `labels` with every key and value shared.
     pub fn labels(&mut self, labels: &Labels) -> Labels {
         let pairs: Vec<(Arc<str>, Arc<str>)> =
@@ -41,14 +56,18 @@ impl Interner {
         Labels::from_pairs(pairs)
     }
 
-    /// Forgets the strings only the set holds, once it has doubled since the last sweep.
+    /// Forgets the strings and label sets only the interner holds, once they have doubled
+    /// since the last sweep.
     fn sweep(&mut self) {
-        if self.strings.len() < 2 * self.swept_at + 64 {
+        if self.strings.len() + self.sets.len() < 2 * self.swept_at + 64 {
             return;
         }
+        // The sets first: a string may be held by nothing but a set about to go.
+        self.sets.retain(Labels::is_shared);
+        self.sets.shrink_to_fit();
         self.strings.retain(|s| Arc::strong_count(s) > 1);
         self.strings.shrink_to_fit();
-        self.swept_at = self.strings.len();
+        self.swept_at = self.strings.len() + self.sets.len();
     }
 
     /// How many strings are kept.
@@ -83,5 +102,25 @@ mod tests {
             .collect();
         assert!(interner.len() <= 2 * kept.len() + 64);
         assert!(kept.iter().enumerate().all(|(i, l)| l.get("host") == Some(&*format!("h{i}"))));
+    }
+
+    #[test]
+    fn equal_label_sets_share_one_slice_until_nobody_holds_it() {
+        let mut interner = Interner::default();
+        let set = |app: &str| -> Labels { [("app", app), ("tier", "web")].into_iter().collect() };
+        let (a, b, c) = (
+            interner.label_set(&set("a")),
+            interner.label_set(&set("a")),
+            interner.label_set(&set("c")),
+        );
+        assert!(std::ptr::eq(a.pairs(), b.pairs()), "one slice for equal sets");
+        assert!(!std::ptr::eq(a.pairs(), c.pairs()));
+        assert_eq!((a.get("app"), c.get("app")), (Some("a"), Some("c")));
+        drop((a, b));
+        let kept: Vec<Labels> =
+            (0..200).map(|i| interner.label_set(&set(&format!("x{i}")))).collect();
+        assert!(interner.sets.len() <= 2 * kept.len() + 64);
+        assert!(!interner.sets.contains(&set("a")), "a set nobody holds is forgotten");
+        assert!(interner.sets.contains(&c));
     }
 }

@@ -689,7 +689,7 @@ impl ClusterState {
     fn keep_pod(&mut self, uid: String, mut record: PodRecord) -> Change {
         let strings = &mut self.strings;
         let view = &mut record.view;
-        view.labels = strings.labels(&view.labels);
+        view.labels = strings.label_set(&view.labels);
         strings.share(&mut view.namespace);
         for s in view.node_name.iter_mut().chain(view.phase.iter_mut()) {
             strings.share(s);
