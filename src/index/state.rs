@@ -233,21 +233,29 @@ struct KeptPod {
     inline_rwo: bool,
 }
 
-/// The namespace labels and single-writer verdict `kept`'s view must carry, from the
-/// namespaces and claims as they are now; `None` when it carries them already.
-fn stale_context(
-    kept: &KeptPod,
-    namespaces: &HashMap<String, Arc<BTreeMap<String, String>>>,
-    rwo_claims: &HashMap<String, ()>,
-    no_labels: &Arc<BTreeMap<String, String>>,
-) -> Option<(Arc<BTreeMap<String, String>>, bool)> {
-    let view = &kept.view;
-    let labels = namespaces.get(&*view.namespace).unwrap_or(no_labels);
-    let rwo = kept.inline_rwo
-        || kept.claims.iter().any(|c| rwo_claims.contains_key(&claim_key(&view.namespace, c)));
-    let same_labels =
-        Arc::ptr_eq(labels, &view.namespace_labels) || **labels == *view.namespace_labels;
-    (!same_labels || rwo != view.has_rwo_volume).then(|| (labels.clone(), rwo))
+/// What a kept pod's view takes from the other stores: its namespace's labels and whether a
+/// claim it mounts is single-writer.
+struct PodContext<'a> {
+    namespaces: &'a HashMap<String, Arc<BTreeMap<String, String>>>,
+    rwo_claims: &'a HashMap<String, ()>,
+    no_labels: &'a Arc<BTreeMap<String, String>>,
+}
+
+impl PodContext<'_> {
+    /// Makes `view` (of a pod mounting `claims`, and a single-writer volume inline if
+    /// `inline_rwo`) carry the namespace labels and single-writer verdict the stores have now;
+    /// a view that carries them already is left as it is, shared.
+    fn apply(&self, view: &mut Arc<PodView>, claims: &[String], inline_rwo: bool) {
+        let labels = self.namespaces.get(&*view.namespace).unwrap_or(self.no_labels);
+        let rwo = inline_rwo
+            || claims.iter().any(|c| self.rwo_claims.contains_key(&claim_key(&view.namespace, c)));
+        let same_labels =
+            Arc::ptr_eq(labels, &view.namespace_labels) || **labels == *view.namespace_labels;
+        if !same_labels || rwo != view.has_rwo_volume {
+            let view = Arc::make_mut(view);
+            (view.namespace_labels, view.has_rwo_volume) = (labels.clone(), rwo);
+        }
+    }
 }
 
 impl ClusterState {
@@ -655,13 +663,13 @@ impl ClusterState {
         let name = ns.metadata.name.as_deref().unwrap_or_default();
         let labels = Arc::new(ns.metadata.labels.clone().unwrap_or_default());
         let change = self.namespaces.put(name.to_string(), labels);
-        self.refresh_pod_views(Some(name));
+        self.refresh_pod_views_if(change, name);
         change
     }
 
     pub fn delete_namespace(&mut self, name: &str) -> Change {
-        self.namespaces.remove(name);
-        self.refresh_pod_views(Some(name));
+        let change = self.namespaces.remove(name);
+        self.refresh_pod_views_if(change, name);
         Change::Relevant
     }
 
@@ -673,13 +681,13 @@ impl ClusterState {
             modes.iter().any(|m| m == "ReadWriteOnce" || m == "ReadWriteOncePod")
         });
         let change = if rwo { self.rwo_claims.put(key, ()) } else { self.rwo_claims.remove(&key) };
-        self.refresh_pod_views(Some(namespace));
+        self.refresh_pod_views_if(change, namespace);
         change
     }
 
     pub fn delete_claim(&mut self, namespace: &str, name: &str) -> Change {
         let change = self.rwo_claims.remove(&claim_key(namespace, name));
-        self.refresh_pod_views(Some(namespace));
+        self.refresh_pod_views_if(change, namespace);
         change
     }
 
@@ -701,27 +709,40 @@ impl ClusterState {
         }
         let inline_rwo = view.has_rwo_volume;
         let mut kept = KeptPod { view: Arc::new(record.view), claims: record.claims, inline_rwo };
-        let context =
-            stale_context(&kept, &self.namespaces.live, &self.rwo_claims.live, &self.no_labels);
-        if let Some((labels, rwo)) = context {
-            let view = Arc::make_mut(&mut kept.view);
-            (view.namespace_labels, view.has_rwo_volume) = (labels, rwo);
-        }
+        self.pod_context().apply(&mut kept.view, &kept.claims, inline_rwo);
         self.pods.put(uid, kept)
+    }
+
+    fn pod_context(&self) -> PodContext<'_> {
+        PodContext {
+            namespaces: &self.namespaces.live,
+            rwo_claims: &self.rwo_claims.live,
+            no_labels: &self.no_labels,
+        }
+    }
+
+    /// After a namespace or claim event in `namespace`: its pods' views, if the live store
+    /// changed (during a relist it does not; its end refreshes every view).
+    fn refresh_pod_views_if(&mut self, change: Change, namespace: &str) {
+        if change != Change::None {
+            self.refresh_pod_views(Some(namespace));
+        }
     }
 
     /// Brings the kept pods' views (of `namespace`, or all) up to date with their namespaces'
     /// labels and claims, after one of those changed (otherwise every plan would copy the views
     /// that differ).
     fn refresh_pod_views(&mut self, namespace: Option<&str>) {
-        let (namespaces, claims) = (&self.namespaces.live, &self.rwo_claims.live);
+        // The fields apart: the pods' store is written while the others are read.
+        let context = PodContext {
+            namespaces: &self.namespaces.live,
+            rwo_claims: &self.rwo_claims.live,
+            no_labels: &self.no_labels,
+        };
         let relist = self.pods.relist.iter_mut().flat_map(|r| r.values_mut());
         let kept = self.pods.live.values_mut().chain(relist);
         for kept in kept.filter(|k| namespace.is_none_or(|ns| *k.view.namespace == *ns)) {
-            if let Some((labels, rwo)) = stale_context(kept, namespaces, claims, &self.no_labels) {
-                let view = Arc::make_mut(&mut kept.view);
-                (view.namespace_labels, view.has_rwo_volume) = (labels, rwo);
-            }
+            context.apply(&mut kept.view, &kept.claims, kept.inline_rwo);
         }
     }
 
@@ -857,15 +878,9 @@ impl ClusterState {
             .live
             .values()
             .map(|kept| {
-                let (namespaces, claims) = (&self.namespaces.live, &self.rwo_claims.live);
                 let mut view = kept.view.clone();
                 // Shared with the record unless a namespace or claim changed under it since.
-                if let Some((labels, rwo)) =
-                    stale_context(kept, namespaces, claims, &self.no_labels)
-                {
-                    let view = Arc::make_mut(&mut view);
-                    (view.namespace_labels, view.has_rwo_volume) = (labels, rwo);
-                }
+                self.pod_context().apply(&mut view, &kept.claims, kept.inline_rwo);
                 view
             })
             .collect();
