@@ -295,8 +295,11 @@ fn heap_profile() {
     let per = |h: Heap| (h.bytes as f64 / n, h.blocks as f64 / n);
     println!("heap profile: {NODES} nodes and their Leases ({} dead), no pods", NODES / 50);
     println!(
-        "  sizes inline: NodeView {} bytes, LeaseRecord {} bytes, String {} bytes",
+        "  sizes inline: NodeView {} bytes, NodeSummary {} bytes (DeathEvidence {}, NodeHold {}), LeaseRecord {} bytes, String {} bytes",
         std::mem::size_of::<NodeView>(),
+        std::mem::size_of::<kube_remediator::core::node::NodeSummary>(),
+        std::mem::size_of::<kube_remediator::core::node::DeathEvidence>(),
+        std::mem::size_of::<kube_remediator::core::node::NodeHold>(),
         std::mem::size_of::<kube_remediator::index::state::LeaseRecord>(),
         std::mem::size_of::<String>()
     );

@@ -20,11 +20,13 @@ struct Anchor {
 static ANCHOR: LazyLock<Anchor> =
     LazyLock::new(|| Anchor { wall: Timestamp::now(), mono: Instant::now() });
 
-/// Now, by the operator's clock.
+/// Now, by the operator's clock, to the microsecond: what the API server's stamps carry, and
+/// what the node records keep exactly ([`crate::core::stamp::Stamp`]).
 pub fn now() -> Timestamp {
     let anchor = &*ANCHOR;
     let elapsed = SignedDuration::try_from(anchor.mono.elapsed()).unwrap_or(SignedDuration::MAX);
-    anchor.wall.checked_add(elapsed).unwrap_or(Timestamp::MAX)
+    let at = anchor.wall.checked_add(elapsed).unwrap_or(Timestamp::MAX);
+    Timestamp::from_microsecond(at.as_microsecond()).unwrap_or(at)
 }
 
 #[cfg(test)]
@@ -37,6 +39,7 @@ mod tests {
         let a = now();
         let b = now();
         assert!(b >= a);
+        assert_eq!(a.subsec_nanosecond() % 1000, 0, "{a}: finer than a microsecond");
         // Anchored on the wall clock when first read (within the test's own run time).
         assert!(a.duration_since(wall).abs() < SignedDuration::from_secs(60));
     }

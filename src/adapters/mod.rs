@@ -10,6 +10,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
 
 use crate::core::rollouts::{ReplicaSetView, WorkloadKind, WorkloadView};
+use crate::core::stamp::Stamp;
 use crate::core::{
     Labels, Lifecycle, ManagedBy, NodeControl, NodeObservation, NodeRecord, NodeView, OwnerRef,
     PodView, Rare, RareControl, Readiness,
@@ -91,17 +92,18 @@ pub fn node_observation(node: &Node, lease: Option<&Lease>) -> NodeObservation {
     NodeObservation {
         name: node.metadata.name.clone().unwrap_or_default(),
         readiness: Readiness::from_condition_status(ready.map(|c| c.status.as_str())),
-        ready_transition: ready.and_then(|c| c.last_transition_time.as_ref()).map(|t| t.0),
-        lease_renewed: lease
+        ready_transition: ready.and_then(|c| c.last_transition_time.as_ref()).map(|t| t.0).into(),
+        lease_renewed: (lease
             .and_then(|l| l.spec.as_ref())
             .and_then(|s| s.renew_time.as_ref())
-            .map(|t| t.0),
+            .map(|t| t.0))
+        .into(),
         // One object read at one instant says nothing about when we saw it change.
-        not_ready_seen: None,
-        lease_seen: None,
+        not_ready_seen: Stamp::NONE,
+        lease_seen: Stamp::NONE,
         lease_duration_s: lease.and_then(lease_duration_s),
-        ready_heartbeat: ready.and_then(|c| c.last_heartbeat_time.as_ref()).map(|t| t.0),
-        heartbeat_seen: None,
+        ready_heartbeat: ready.and_then(|c| c.last_heartbeat_time.as_ref()).map(|t| t.0).into(),
+        heartbeat_seen: Stamp::NONE,
         seen_from_stamps: false,
         not_ready_from_stamp: false,
         unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
@@ -131,8 +133,8 @@ pub fn node_view(node: &Node) -> NodeView {
                 .iter()
                 .any(|l| labels.is_some_and(|labels| labels.contains_key(*l))),
             managed_by: managed_by(node),
-            ready_seen: None,
-            left_ready_seen: None,
+            ready_seen: Stamp::NONE,
+            left_ready_seen: Stamp::NONE,
             rare: Rare::new(RareControl {
                 lifecycle: lifecycle(node),
                 out_of_service_applied_by: annotations

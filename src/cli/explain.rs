@@ -163,7 +163,7 @@ fn node_facts(observed: &Observed, node: &str) -> Value {
     let obs = &view.observation;
     json!({
         "name": node, "exists": !view.deleted, "ready": obs.readiness.as_str(),
-        "leaseRenewTime": obs.lease_renewed.map(|t| t.to_string()),
+        "leaseRenewTime": obs.lease_renewed.get().map(|t| t.to_string()),
         "unschedulable": obs.unschedulable, "taints": obs.taints,
         "maintenance": view.control.rare.lifecycle.maintenance,
         "maintenancePlanned": view.control.rare.lifecycle.maintenance_planned,

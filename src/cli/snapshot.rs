@@ -159,14 +159,14 @@ fn one_shot_observed(state: &ClusterState, listed_at: Timestamp, now: Timestamp)
     for node in &mut observed.nodes {
         let node = std::sync::Arc::make_mut(node);
         let obs = &mut node.observation;
-        if obs.lease_seen.is_some_and(|seen| seen <= listed_at) {
-            obs.lease_seen = obs.lease_renewed.map(|t| t.min(listed_at));
+        if obs.lease_seen.get().is_some_and(|seen| seen <= listed_at) {
+            obs.lease_seen = obs.lease_renewed.get().map(|t| t.min(listed_at)).into();
             obs.seen_from_stamps = true;
         }
-        if obs.not_ready_seen.is_some_and(|seen| seen <= listed_at)
-            && let Some(transition) = obs.ready_transition
+        if obs.not_ready_seen.get().is_some_and(|seen| seen <= listed_at)
+            && let Some(transition) = obs.ready_transition.get()
         {
-            obs.not_ready_seen = Some(transition.min(listed_at));
+            obs.not_ready_seen = Some(transition.min(listed_at)).into();
             obs.not_ready_from_stamp = true;
         }
         let lifecycle = &node.control.rare.lifecycle;

@@ -279,9 +279,9 @@ mod tests {
         let o = &mut node.observation;
         let midnight = "2026-01-01T00:00:00Z".parse().expect("ts");
         o.readiness = if ready { Readiness::Ready } else { Readiness::Unknown };
-        o.ready_transition = Some(midnight);
-        o.not_ready_seen = (!ready).then_some(midnight);
-        (o.lease_renewed, o.lease_seen) = (Some(midnight), Some(midnight));
+        o.ready_transition = Some(midnight).into();
+        o.not_ready_seen = (!ready).then_some(midnight).into();
+        (o.lease_renewed, o.lease_seen) = (midnight.into(), midnight.into());
         node.labels = [(ZONE_LABEL, name)].into_iter().collect();
         node.control.uid = format!("uid-{name}");
         node

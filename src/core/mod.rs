@@ -49,6 +49,7 @@ pub mod quiet;
 pub mod rollouts;
 pub mod rules;
 pub mod selector;
+pub mod stamp;
 pub mod status;
 pub mod storm;
 pub mod verdict;

@@ -193,10 +193,11 @@ pub struct NodeSummary {
     pub held_alive: Option<String>,
     /// The evidence of death the planner judged on, carried by every action on the node so
     /// that the safety kernel checks it again, from the raw instants, right before the request.
-    /// `None` unless [`NodeState::Dead`].
-    pub death: Option<DeathEvidence>,
+    /// `None` unless [`NodeState::Dead`]. Boxed, like `hold`: unset on a healthy node, which
+    /// then pays a pointer for it, not the evidence's 72 bytes (a plan holds every node's).
+    pub death: Option<Box<DeathEvidence>>,
     /// What leaves the node alone now, if anything.
-    pub hold: Option<NodeHold>,
+    pub hold: Option<Box<NodeHold>>,
     /// When the operator saw the node's graceful shutdown begin, by its clock: carried by every
     /// action on the node, so that the safety kernel sees its grace has passed.
     pub shutdown_seen: Option<Timestamp>,
@@ -300,10 +301,10 @@ pub fn summarize_node(
         fenced_by,
         dead_at,
         why,
-        lease_renewed: obs.lease_renewed,
+        lease_renewed: obs.lease_renewed.get(),
         held_alive,
         death: None,
-        hold: node_hold(view, policy, now),
+        hold: node_hold(view, policy, now).map(Box::new),
         shutdown_seen: view.control.rare.lifecycle.shutdown_seen,
     };
     let Some(since) = evidence_since else {
@@ -326,14 +327,15 @@ pub fn summarize_node(
     }
     if view.deleted {
         let dead = summary(NodeState::Dead, None, "Node object deleted".into(), None);
-        return NodeSummary { death: Some(DeathEvidence::Deleted), ..dead };
+        return NodeSummary { death: Some(Box::new(DeathEvidence::Deleted)), ..dead };
     }
     if obs.readiness == Readiness::Ready {
         return summary(NodeState::Healthy, None, "Ready".into(), None);
     }
     // A missing, deleted or never-seen Lease is unknown, never dead: death needs a Lease we
     // watched stop changing.
-    let (Some(lease_seen), Some(lease_renewed)) = (obs.lease_seen, obs.lease_renewed) else {
+    let (Some(lease_seen), Some(lease_renewed)) = (obs.lease_seen.get(), obs.lease_renewed.get())
+    else {
         let why = format!(
             "Ready={} but no kubelet Lease seen: its liveness is unknown, not dead (a missing, \
              deleted or never-seen Lease is no evidence of death)",
@@ -341,9 +343,9 @@ pub fn summarize_node(
         );
         return summary(NodeState::Unhealthy, None, why.into(), None);
     };
-    let not_ready_since = obs.not_ready_seen.unwrap_or(since).max(since);
+    let not_ready_since = obs.not_ready_seen.get().unwrap_or(since).max(since);
     // The last sign of life we saw: a Lease renewal, or the kubelet posting the node's status.
-    let life_seen = obs.heartbeat_seen.map_or(lease_seen, |h| h.max(lease_seen));
+    let life_seen = obs.heartbeat_seen.get().map_or(lease_seen, |h| h.max(lease_seen));
     let lease_since = life_seen.max(since);
     let not_ready_due = add(not_ready_since, policy.not_ready_for);
     let lease_due = add(lease_since, stale_for(policy, obs.lease_duration_s));
@@ -372,7 +374,7 @@ pub fn summarize_node(
             lease_duration_s: obs.lease_duration_s,
             window_start: since,
         };
-        NodeSummary { death: Some(death), ..dead }
+        NodeSummary { death: Some(Box::new(death)), ..dead }
     } else {
         let why = if held_alive.is_some() {
             // Not a countdown: each renewal moves it on.
@@ -406,10 +408,12 @@ fn evidence_facts(
         _ => format!(" (counted from the evidence window start at {since})"),
     };
     let stamp = if obs.not_ready_from_stamp { " (by its lastTransitionTime)" } else { "" };
-    let ready_fact =
-        format!("Ready={readiness} since {not_ready_since}{stamp}{}", window(obs.not_ready_seen));
+    let ready_fact = format!(
+        "Ready={readiness} since {not_ready_since}{stamp}{}",
+        window(obs.not_ready_seen.get())
+    );
     let skew = skew_note(obs.lease_skew());
-    let lease_fact = match obs.lease_seen {
+    let lease_fact = match obs.lease_seen.get() {
         Some(seen) if obs.seen_from_stamps => format!(
             "Lease renewTime {} old by this machine's clock (no renewal seen while watching)",
             format_duration(now.duration_since(seen).max(SignedDuration::ZERO))
@@ -492,9 +496,9 @@ pub fn assess_node(node: &NodeObservation, now: Timestamp) -> NodeHealth {
         readiness: node.readiness,
         not_ready_for: match node.readiness {
             Readiness::Ready | Readiness::Missing => None,
-            Readiness::NotReady | Readiness::Unknown => node.ready_transition.map(age),
+            Readiness::NotReady | Readiness::Unknown => node.ready_transition.get().map(age),
         },
-        lease_age: node.lease_renewed.map(age),
+        lease_age: node.lease_renewed.get().map(age),
     }
 }
 
@@ -503,9 +507,18 @@ mod tests {
 
     use super::*;
     use crate::core::observed::fixtures;
+    use crate::core::stamp::Stamp;
 
     fn ts(s: &str) -> Timestamp {
         s.parse().expect("test timestamp")
+    }
+
+    #[test]
+    fn a_node_summary_stays_small() {
+        // What a plan holds for every node in scope (benchmarks: "What a node costs"): the
+        // evidence of death and the hold, unset on a healthy node, are one pointer each.
+        let size = std::mem::size_of::<NodeSummary>();
+        assert!(size <= 176, "NodeSummary grew to {size} bytes");
     }
 
     #[test]
@@ -514,13 +527,13 @@ mod tests {
         let node = |readiness, transition: Option<&str>, lease: Option<&str>| NodeObservation {
             name: "n".into(),
             readiness,
-            ready_transition: transition.map(ts),
-            lease_renewed: lease.map(ts),
-            not_ready_seen: None,
-            lease_seen: None,
+            ready_transition: transition.map(ts).into(),
+            lease_renewed: lease.map(ts).into(),
+            not_ready_seen: Stamp::NONE,
+            lease_seen: Stamp::NONE,
             lease_duration_s: None,
-            ready_heartbeat: None,
-            heartbeat_seen: None,
+            ready_heartbeat: Stamp::NONE,
+            heartbeat_seen: Stamp::NONE,
             seen_from_stamps: false,
             not_ready_from_stamp: false,
             unschedulable: false,
@@ -818,14 +831,14 @@ mod tests {
                 observation: NodeObservation {
                     name: "n1".into(),
                     readiness: r.readiness,
-                    ready_transition: r.transition,
-                    lease_renewed: r.renew_time.or(r.lease),
+                    ready_transition: r.transition.into(),
+                    lease_renewed: r.renew_time.or(r.lease).into(),
                     // Seen when they happened, unless a row says otherwise.
-                    not_ready_seen: r.transition.filter(|_| r.readiness != IsReady),
-                    lease_seen: r.lease,
+                    not_ready_seen: r.transition.filter(|_| r.readiness != IsReady).into(),
+                    lease_seen: r.lease.into(),
                     lease_duration_s: r.declared,
-                    ready_heartbeat: None,
-                    heartbeat_seen: None,
+                    ready_heartbeat: Stamp::NONE,
+                    heartbeat_seen: Stamp::NONE,
                     seen_from_stamps: false,
                     not_ready_from_stamp: false,
                     unschedulable: false,
@@ -867,10 +880,10 @@ mod tests {
         let mut view = NodeView::deleted_unknown("n1");
         view.deleted = false;
         view.observation.readiness = Readiness::Unknown;
-        view.observation.ready_transition = Some(ts("2026-01-01T00:08:59Z"));
-        view.observation.not_ready_seen = Some(ts("2026-01-01T00:09:00Z"));
-        view.observation.lease_renewed = Some(ts("2026-01-01T00:08:30Z"));
-        view.observation.lease_seen = Some(ts("2026-01-01T00:08:30.010Z"));
+        view.observation.ready_transition = Some(ts("2026-01-01T00:08:59Z")).into();
+        view.observation.not_ready_seen = Some(ts("2026-01-01T00:09:00Z")).into();
+        view.observation.lease_renewed = Some(ts("2026-01-01T00:08:30Z")).into();
+        view.observation.lease_seen = Some(ts("2026-01-01T00:08:30.010Z")).into();
         let got = summarize_node(&view, &policy(|_| {}), Some(ts("2026-01-01T00:00:00Z")), now);
         assert_eq!(
             got.why,
@@ -889,10 +902,10 @@ mod tests {
         let mut view = NodeView::deleted_unknown("n1");
         view.deleted = false;
         view.observation.readiness = Readiness::NotReady;
-        view.observation.ready_transition = Some(ts("2026-01-01T00:00:00Z"));
-        view.observation.not_ready_seen = Some(ts("2026-01-01T00:05:00Z"));
-        view.observation.lease_renewed = Some(ts("2026-01-01T00:04:58.003Z"));
-        view.observation.lease_seen = Some(ts("2026-01-01T00:09:58Z"));
+        view.observation.ready_transition = Some(ts("2026-01-01T00:00:00Z")).into();
+        view.observation.not_ready_seen = Some(ts("2026-01-01T00:05:00Z")).into();
+        view.observation.lease_renewed = Some(ts("2026-01-01T00:04:58.003Z")).into();
+        view.observation.lease_seen = Some(ts("2026-01-01T00:09:58Z")).into();
         let got = summarize_node(&view, &policy(|_| {}), Some(ts("2026-01-01T00:00:00Z")), now);
         assert_eq!(got.state, NodeState::Unhealthy);
         assert_eq!(
@@ -906,8 +919,8 @@ mod tests {
         assert!(got.why.contains("Lease renewal seen 2s ago by our clock"), "{}", got.why);
 
         // The same sentence one renewal later (jitter of a few ms): the status does not churn.
-        view.observation.lease_renewed = Some(ts("2026-01-01T00:05:00.001Z"));
-        view.observation.lease_seen = Some(ts("2026-01-01T00:10:00Z"));
+        view.observation.lease_renewed = Some(ts("2026-01-01T00:05:00.001Z")).into();
+        view.observation.lease_seen = Some(ts("2026-01-01T00:10:00Z")).into();
         let later = summarize_node(&view, &policy(|_| {}), Some(ts("2026-01-01T00:00:00Z")), now);
         assert_eq!(later.held_alive, got.held_alive);
     }
@@ -919,13 +932,13 @@ mod tests {
         let now = ts("2026-01-01T00:10:00Z");
         let mut view = NodeView::unknown("n1");
         view.observation.readiness = Readiness::NotReady;
-        view.observation.not_ready_seen = Some(ts("2026-01-01T00:00:00Z"));
-        view.observation.lease_renewed = Some(ts("2026-01-01T00:01:00Z"));
-        view.observation.lease_seen = Some(ts("2026-01-01T00:01:00Z"));
+        view.observation.not_ready_seen = Some(ts("2026-01-01T00:00:00Z")).into();
+        view.observation.lease_renewed = Some(ts("2026-01-01T00:01:00Z")).into();
+        view.observation.lease_seen = Some(ts("2026-01-01T00:01:00Z")).into();
         let p = policy(|_| {});
         let since = Some(ts("2025-12-31T00:00:00Z"));
         assert_eq!(summarize_node(&view, &p, since, now).state, NodeState::Dead);
-        view.observation.heartbeat_seen = Some(ts("2026-01-01T00:09:30Z"));
+        view.observation.heartbeat_seen = Some(ts("2026-01-01T00:09:30Z")).into();
         let alive = summarize_node(&view, &p, since, now);
         assert_eq!(alive.state, NodeState::Unhealthy);
         assert_eq!(alive.dead_at, Some(ts("2026-01-01T00:11:30Z")));
@@ -938,9 +951,9 @@ mod tests {
         let mut view = NodeView::deleted_unknown("n1");
         view.deleted = false;
         view.observation.readiness = Readiness::Unknown;
-        view.observation.not_ready_seen = Some(ts("2026-01-01T00:00:00Z"));
-        view.observation.lease_renewed = Some(ts("2026-01-01T00:09:00Z"));
-        view.observation.lease_seen = Some(ts("2026-01-01T00:09:00Z"));
+        view.observation.not_ready_seen = Some(ts("2026-01-01T00:00:00Z")).into();
+        view.observation.lease_renewed = Some(ts("2026-01-01T00:09:00Z")).into();
+        view.observation.lease_seen = Some(ts("2026-01-01T00:09:00Z")).into();
         view.observation.seen_from_stamps = true;
         let got = summarize_node(&view, &policy(|_| {}), Some(Timestamp::MIN), now);
         assert!(

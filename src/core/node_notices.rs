@@ -30,7 +30,7 @@ pub fn nodes_left_alone(plan: &Plan) -> impl Iterator<Item = (&NodeSummary, &Nod
     plan.nodes
         .iter()
         .filter(|n| n.state != NodeState::Healthy && !n.deleted)
-        .filter_map(|n| n.hold.as_ref().map(|h| (n, h)))
+        .filter_map(|n| n.hold.as_deref().map(|h| (n, h)))
 }
 
 /// The notices due now: nodes dead by our evidence that a hold keeps from the action they would
@@ -90,9 +90,9 @@ mod tests {
             Some(ManagedBy { tool: "Karpenter", marker: "karpenter.sh/nodepool".into() });
         let obs = &mut n.observation;
         obs.readiness = readiness;
-        obs.lease_renewed = Some(t(0));
-        obs.lease_seen = Some(t(0));
-        obs.not_ready_seen = (readiness != Readiness::Ready).then_some(t(0));
+        obs.lease_renewed = Some(t(0)).into();
+        obs.lease_seen = Some(t(0)).into();
+        obs.not_ready_seen = (readiness != Readiness::Ready).then_some(t(0)).into();
         Observed { nodes: vec![n.into()], watch_synced_at: Some(t(-100)), ..Default::default() }
     }
 

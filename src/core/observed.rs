@@ -14,6 +14,7 @@ use jiff::{SignedDuration, Timestamp};
 use super::evidence::Suspension;
 use super::labels::Labels;
 use super::policy::MaxUnhealthy;
+use super::stamp::Stamp;
 use crate::crd::CircuitState;
 
 /// The status of a node's `Ready` condition as the node lifecycle controller reports it.
@@ -58,16 +59,16 @@ pub struct NodeObservation {
     pub readiness: Readiness,
     /// When the `Ready` condition last changed status, as written in it (by the kubelet or the
     /// node lifecycle controller, on their clocks): shown, never compared with ours.
-    pub ready_transition: Option<Timestamp>,
+    pub ready_transition: Stamp,
     /// The Lease's `spec.renewTime`, written by the kubelet on its clock: shown, never compared
     /// with ours.
-    pub lease_renewed: Option<Timestamp>,
+    pub lease_renewed: Stamp,
     /// When the operator first saw the node not Ready, by its own clock (`None` while Ready, or
     /// for a one-shot read).
-    pub not_ready_seen: Option<Timestamp>,
+    pub not_ready_seen: Stamp,
     /// When the operator last saw the Lease's `renewTime` change, by its own clock (`None`
     /// without a Lease, or for a one-shot read).
-    pub lease_seen: Option<Timestamp>,
+    pub lease_seen: Stamp,
     /// The Lease's `spec.leaseDurationSeconds`, as the kubelet declares it: no renewal for
     /// this long is the least evidence of death, whatever `leaseStaleFor` says (`None`: no
     /// Lease, or none declared).
@@ -75,11 +76,11 @@ pub struct NodeObservation {
     /// The Ready condition's `lastHeartbeatTime`, written by the kubelet when it posts the
     /// node's status (the node lifecycle controller leaves it as it was): shown, never compared
     /// with our clock.
-    pub ready_heartbeat: Option<Timestamp>,
+    pub ready_heartbeat: Stamp,
     /// When the operator last saw `ready_heartbeat` take a new value, by its own clock: the
     /// kubelet posted the node's status, a sign of life like a Lease renewal (`None`: not seen
     /// changing).
-    pub heartbeat_seen: Option<Timestamp>,
+    pub heartbeat_seen: Stamp,
     /// `plan` only: `lease_seen` was not seen but dated from the Lease's renewTime (no renewal
     /// arrived while it watched), and is worded so.
     pub seen_from_stamps: bool,
@@ -124,7 +125,7 @@ impl NodeObservation {
     /// How far the kubelet's clock runs behind ours (negative: ahead), as seen when its last
     /// renewal arrived: our clock then minus the `renewTime` it wrote.
     pub fn lease_skew(&self) -> Option<SignedDuration> {
-        Some(self.lease_seen?.duration_since(self.lease_renewed?))
+        Some(self.lease_seen.get()?.duration_since(self.lease_renewed.get()?))
     }
 }
 
@@ -153,10 +154,10 @@ pub struct NodeControl {
     /// it manages every node.
     pub managed_by: Option<ManagedBy>,
     /// When the operator saw the node Ready again, by its own clock (`None` while not Ready).
-    pub ready_seen: Option<Timestamp>,
+    pub ready_seen: Stamp,
     /// When the operator saw the node leave Ready, by its own clock, if it saw the change
     /// itself (a node first seen not Ready has none): kept while it stays not Ready.
-    pub left_ready_seen: Option<Timestamp>,
+    pub left_ready_seen: Stamp,
     /// What is rarely set on a node: read through it as if inline, changed with
     /// [`Rare::update`].
     pub rare: Rare,
@@ -326,13 +327,13 @@ impl NodeView {
             observation: NodeObservation {
                 name: name.to_string(),
                 readiness: Readiness::Missing,
-                ready_transition: None,
-                lease_renewed: None,
-                not_ready_seen: None,
-                lease_seen: None,
+                ready_transition: Stamp::NONE,
+                lease_renewed: Stamp::NONE,
+                not_ready_seen: Stamp::NONE,
+                lease_seen: Stamp::NONE,
                 lease_duration_s: None,
-                ready_heartbeat: None,
-                heartbeat_seen: None,
+                ready_heartbeat: Stamp::NONE,
+                heartbeat_seen: Stamp::NONE,
                 seen_from_stamps: false,
                 not_ready_from_stamp: false,
                 unschedulable: false,
@@ -750,9 +751,10 @@ mod tests {
     #[test]
     fn a_node_view_stays_small() {
         // What every node keeps inline (benchmarks: "What a node costs"); the rare parts are
-        // one pointer.
+        // one pointer, each optional instant 8 bytes.
         assert_eq!(std::mem::size_of::<Rare>(), 8);
+        assert_eq!(std::mem::size_of::<Stamp>(), 8);
         let size = std::mem::size_of::<NodeView>();
-        assert!(size <= 400, "NodeView grew to {size} bytes");
+        assert!(size <= 256, "NodeView grew to {size} bytes");
     }
 }

@@ -97,7 +97,7 @@ pub fn plan(observed: &Observed, policy: &ValidatedPolicy, now: Timestamp) -> Pl
             }
         }
         deadlines.extend(summary.dead_at.filter(|t| *t > now));
-        if let Some(NodeHold::ShuttingDown { until, .. }) = &summary.hold {
+        if let Some(NodeHold::ShuttingDown { until, .. }) = summary.hold.as_deref() {
             deadlines.push(*until);
         }
     }
@@ -185,7 +185,7 @@ fn held_by_nodes(
     let mut kept = Vec::with_capacity(candidates.len());
     for candidate in candidates {
         let node = nodes.get(candidate.action.node());
-        let hold = node.and_then(|n| n.hold.as_ref().map(|h| (n, h)));
+        let hold = node.and_then(|n| n.hold.as_deref().map(|h| (n, h)));
         let Some((node, hold)) =
             hold.filter(|(_, h)| h.holds_pods() || matches!(candidate.action, Action::Node(_)))
         else {
@@ -389,6 +389,7 @@ fn count_stuck_pods(
 
 #[cfg(test)]
 mod tests {
+    use crate::core::stamp::Stamp;
     use std::sync::Arc;
 
     use jiff::SignedDuration;
@@ -431,13 +432,13 @@ mod tests {
             observation: NodeObservation {
                 name: name.into(),
                 readiness,
-                ready_transition: Some(transition),
-                lease_renewed: Some(t(0, 0)),
-                not_ready_seen: (readiness != Readiness::Ready).then_some(transition),
-                lease_seen: Some(t(0, 0)),
+                ready_transition: Some(transition).into(),
+                lease_renewed: Some(t(0, 0)).into(),
+                not_ready_seen: (readiness != Readiness::Ready).then_some(transition).into(),
+                lease_seen: Some(t(0, 0)).into(),
                 lease_duration_s: None,
-                ready_heartbeat: None,
-                heartbeat_seen: None,
+                ready_heartbeat: Stamp::NONE,
+                heartbeat_seen: Stamp::NONE,
                 seen_from_stamps: false,
                 not_ready_from_stamp: false,
                 unschedulable: false,

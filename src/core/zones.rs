@@ -98,7 +98,7 @@ mod tests {
         let mut n = NodeView::unknown("n");
         n.observation.readiness =
             if down.is_some() { Readiness::Unknown } else { Readiness::Ready };
-        n.observation.not_ready_seen = down.map(at);
+        n.observation.not_ready_seen = down.map(at).into();
         n.control
             .rare
             .update(|r| r.last_outage = back.map(|b| Outage { from: at(b - 100), to: at(b) }));

@@ -28,6 +28,7 @@ use crate::core::quiet::quiet_until;
 use crate::core::rollouts::{
     ReplicaSetView, RolloutAnalysis, WorkloadKind, WorkloadRef, WorkloadView, blocked_rollouts,
 };
+use crate::core::stamp::Stamp;
 use crate::core::{
     EvidenceWindow, NodeControl, NodeObservation, NodeView, OWN_DELETIONS_COUNT_FOR, Observed,
     Outage, PastAction, PodView, Readiness, Suspension, lease_drought,
@@ -324,10 +325,10 @@ impl ClusterState {
         // The kubelet posted the node's status: a sign of life, timed when we saw it.
         view.observation.heartbeat_seen = match before {
             Some(b) if b.observation.ready_heartbeat != view.observation.ready_heartbeat => {
-                Some(now)
+                Some(now).into()
             }
             Some(b) => b.observation.heartbeat_seen,
-            None => None,
+            None => Stamp::NONE,
         };
         // A graceful shutdown is timed from when we saw it begin, by our clock.
         if view.control.rare.lifecycle.shutting_down {
@@ -337,25 +338,32 @@ impl ClusterState {
         }
         if view.observation.readiness != Readiness::Ready {
             view.observation.not_ready_seen = match before {
-                Some(b) if was_ready == Some(false) => b.observation.not_ready_seen.or(Some(now)),
+                Some(b) if was_ready == Some(false) => {
+                    b.observation.not_ready_seen.get().or(Some(now))
+                }
                 _ => Some(now),
-            };
+            }
+            .into();
             // Only a change we saw ourselves starts an outage we watched.
             view.control.left_ready_seen = match before {
-                Some(_) if was_ready == Some(true) => Some(now),
+                Some(_) if was_ready == Some(true) => Some(now).into(),
                 Some(b) => b.control.left_ready_seen,
-                None => None,
+                None => Stamp::NONE,
             };
             set_last_outage(&mut view.control, last_outage);
         } else {
             view.control.ready_seen = match before {
-                Some(b) if was_ready == Some(true) => b.control.ready_seen.or(Some(now)),
+                Some(b) if was_ready == Some(true) => b.control.ready_seen.get().or(Some(now)),
                 _ => Some(now),
-            };
+            }
+            .into();
             let outage = match before {
-                Some(b) if was_ready == Some(false) => {
-                    b.control.left_ready_seen.map(|from| Outage { from, to: now }).or(last_outage)
-                }
+                Some(b) if was_ready == Some(false) => b
+                    .control
+                    .left_ready_seen
+                    .get()
+                    .map(|from| Outage { from, to: now })
+                    .or(last_outage),
                 _ => last_outage,
             };
             set_last_outage(&mut view.control, outage);
@@ -942,8 +950,12 @@ fn set_lease(observation: &mut NodeObservation, lease: Option<LeaseRecord>) {
 
 /// A Lease's `renewTime`, when we saw it, and its declared duration, as a node's record keeps
 /// them.
-fn lease_fields(lease: Option<LeaseRecord>) -> (Option<Timestamp>, Option<Timestamp>, Option<u16>) {
-    (lease.map(|l| l.renewed), lease.map(|l| l.seen), lease.and_then(|l| l.duration_s))
+fn lease_fields(lease: Option<LeaseRecord>) -> (Stamp, Stamp, Option<u16>) {
+    (
+        lease.map(|l| l.renewed).into(),
+        lease.map(|l| l.seen).into(),
+        lease.and_then(|l| l.duration_s),
+    )
 }
 
 fn claim_key(namespace: &str, name: &str) -> String {
@@ -1002,7 +1014,7 @@ mod tests {
     fn seen(s: &ClusterState, node: &str) -> (Option<Timestamp>, Option<Timestamp>) {
         let observed = s.observe(at(1000), Vec::new(), BTreeSet::new());
         let n = observed.nodes.iter().find(|n| n.observation.name == node).expect("node");
-        (n.observation.lease_seen, n.observation.not_ready_seen)
+        (n.observation.lease_seen.get(), n.observation.not_ready_seen.get())
     }
 
     #[test]
@@ -1220,7 +1232,10 @@ mod tests {
         s.delete_node("n2", at(8));
         let observed = s.observe(at(9), Vec::new(), BTreeSet::new());
         let gone = view(&observed, "n2").expect("a tombstone while a pod is on it");
-        assert_eq!((gone.observation.lease_renewed, gone.observation.lease_seen), (None, None));
+        assert_eq!(
+            (gone.observation.lease_renewed, gone.observation.lease_seen),
+            (Stamp::NONE, Stamp::NONE)
+        );
     }
 
     #[test]
@@ -1417,7 +1432,7 @@ mod tests {
         s.apply_node(&beat("2020-01-01T00:00:00Z"), at(1));
         let heartbeat = |s: &ClusterState| {
             let observed = s.observe(at(50), Vec::new(), BTreeSet::new());
-            view(&observed, "n1").and_then(|n| n.observation.heartbeat_seen)
+            view(&observed, "n1").and_then(|n| n.observation.heartbeat_seen.get())
         };
         assert_eq!(heartbeat(&s), None, "first seen: not seen changing");
         assert_eq!(s.apply_node(&beat("2020-01-01T00:00:00Z"), at(5)), Change::None);

@@ -174,6 +174,7 @@ impl ForceDelete {
 
 #[cfg(test)]
 mod tests {
+    use crate::core::stamp::Stamp;
     use jiff::SignedDuration;
 
     use super::*;
@@ -200,13 +201,13 @@ mod tests {
             observation: NodeObservation {
                 name: name.into(),
                 readiness,
-                ready_transition: Some(t(0, 0)),
-                lease_renewed: Some(t(0, 0)),
-                not_ready_seen: (readiness != Readiness::Ready).then_some(t(0, 0)),
-                lease_seen: Some(t(0, 0)),
+                ready_transition: Some(t(0, 0)).into(),
+                lease_renewed: Some(t(0, 0)).into(),
+                not_ready_seen: (readiness != Readiness::Ready).then_some(t(0, 0)).into(),
+                lease_seen: Some(t(0, 0)).into(),
                 lease_duration_s: None,
-                ready_heartbeat: None,
-                heartbeat_seen: None,
+                ready_heartbeat: Stamp::NONE,
+                heartbeat_seen: Stamp::NONE,
                 seen_from_stamps: false,
                 not_ready_from_stamp: false,
                 unschedulable: false,

@@ -100,7 +100,7 @@ pub fn release_terminating_pods(
                     lease_renewed: node.lease_renewed,
                     fencing_required,
                     live: pod.live_deletion().filter(|_| live_node),
-                    death: node.death.clone().filter(|_| !live_node),
+                    death: node.death.as_deref().cloned().filter(|_| !live_node),
                 }))
             }
             Gate::RemoveFinalizers { threshold, reason, remove, current } => {
@@ -108,7 +108,7 @@ pub fn release_terminating_pods(
                     pod: target(reason, threshold),
                     remove,
                     current,
-                    death: node.death.clone(),
+                    death: node.death.as_deref().cloned(),
                     live: pod.live_deletion().filter(|_| node.death.is_none()),
                 };
                 // Done (or recorded in DryRun) once per pod, not at every reconcile.

@@ -90,7 +90,7 @@ fn on_dead_node(
             },
             lease_renewed: summary.lease_renewed,
             epoch: dead_at,
-            death: summary.death.clone(),
+            death: summary.death.as_deref().cloned(),
         }));
     };
     let after = |d: SignedDuration| format_duration(d);
@@ -159,7 +159,7 @@ fn undo(
     if control.rare.record.is_empty() {
         return;
     }
-    let Some(ready_since) = control.ready_seen else { return };
+    let Some(ready_since) = control.ready_seen.get() else { return };
     if acted.contains(&node_acted_key(&control.uid, NodeActionKind::Undo, ready_since)) {
         return;
     }
@@ -181,7 +181,7 @@ fn undo(
             threshold: at,
             shutdown_seen: control.rare.lifecycle.shutdown_seen,
         },
-        lease_renewed: view.observation.lease_renewed,
+        lease_renewed: view.observation.lease_renewed.get(),
         epoch: ready_since,
         death: None,
     }));
@@ -191,6 +191,7 @@ fn undo(
 mod tests {
 
     use super::*;
+    use crate::core::stamp::Stamp;
 
     #[test]
     fn each_action_once_per_episode() {
@@ -208,8 +209,8 @@ mod tests {
         assert!(again.candidates.is_empty(), "{again:?}");
         // A new outage (dead at another instant) is a new episode.
         let mut later = dead_node();
-        later.observation.not_ready_seen = Some(t(500));
-        later.observation.lease_seen = Some(t(500));
+        later.observation.not_ready_seen = Some(t(500)).into();
+        later.observation.lease_seen = Some(t(500)).into();
         let summary = summarize_node(&later, &p, Some(t(-100)), t(560));
         let mut next = NodeFindings::default();
         evaluate(&later, &summary, &p, &acted, &Acting::default(), t(560), &mut next);
@@ -243,13 +244,13 @@ mod tests {
             observation: NodeObservation {
                 name: "n1".into(),
                 readiness: Readiness::Unknown,
-                ready_transition: Some(t(0)),
-                lease_renewed: Some(t(0)),
-                not_ready_seen: Some(t(0)),
-                lease_seen: Some(t(0)),
+                ready_transition: Some(t(0)).into(),
+                lease_renewed: Some(t(0)).into(),
+                not_ready_seen: Some(t(0)).into(),
+                lease_seen: Some(t(0)).into(),
                 lease_duration_s: None,
-                ready_heartbeat: None,
-                heartbeat_seen: None,
+                ready_heartbeat: Stamp::NONE,
+                heartbeat_seen: Stamp::NONE,
                 seen_from_stamps: false,
                 not_ready_from_stamp: false,
                 unschedulable: false,
@@ -428,8 +429,8 @@ mod tests {
         let p = policy(false);
         let mut node = dead_node();
         node.observation.readiness = Readiness::Ready;
-        node.observation.not_ready_seen = None;
-        node.control.ready_seen = Some(t(100));
+        node.observation.not_ready_seen = Stamp::NONE;
+        node.control.ready_seen = Some(t(100)).into();
         let judge = |n: &NodeView, at| {
             let summary = summarize_node(n, &p, Some(t(-100)), t(at));
             let mut found = NodeFindings::default();

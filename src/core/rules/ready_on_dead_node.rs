@@ -86,7 +86,7 @@ pub fn ready_on_dead_nodes(
                     shutdown_seen: node.shutdown_seen,
                 },
                 lease_renewed: node.lease_renewed,
-                death: node.death.clone(),
+                death: node.death.as_deref().cloned(),
             }));
         }
         found.pods.push(ReadyOnDeadPod {

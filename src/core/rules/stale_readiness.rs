@@ -112,7 +112,7 @@ pub fn stale_pods(
             continue;
         }
         // Ready again since we saw it so, and never earlier than the evidence window.
-        let ready_since = view.control.ready_seen.map_or(synced_at, |t| t.max(synced_at));
+        let ready_since = view.control.ready_seen.get().map_or(synced_at, |t| t.max(synced_at));
         let due = add(ready_since, rule.node_ready_for);
         if now < due {
             found.deadlines.push(due);
@@ -291,7 +291,7 @@ mod tests {
     /// Node n1, out from `from` and Ready again (watched) at `to`.
     fn outage_node(from: Timestamp, to: Timestamp) -> NodeView {
         let mut node = NodeView::unknown("n1");
-        node.control.ready_seen = Some(to);
+        node.control.ready_seen = Some(to).into();
         node.control.rare.update(|r| r.last_outage = Some(Outage { from, to }));
         node
     }
