@@ -90,7 +90,7 @@ pub fn node_observation(node: &Node, lease: Option<&Lease>) -> NodeObservation {
         .and_then(|conds| conds.iter().find(|c| c.type_ == "Ready"));
     let spec = node.spec.as_ref();
     NodeObservation {
-        name: node.metadata.name.clone().unwrap_or_default(),
+        name: node.metadata.name.as_deref().unwrap_or_default().into(),
         readiness: Readiness::from_condition_status(ready.map(|c| c.status.as_str())),
         ready_transition: ready.and_then(|c| c.last_transition_time.as_ref()).map(|t| t.0).into(),
         lease_renewed: (lease
@@ -478,7 +478,7 @@ mod tests {
     fn empty_node_gives_a_conservative_observation() {
         let obs = node_observation(&Node::default(), None);
         assert_eq!(obs.readiness, Readiness::Missing);
-        assert_eq!(obs.name, "");
+        assert_eq!(&*obs.name, "");
         assert!(obs.lease_renewed.is_none());
         assert!(!obs.unschedulable);
     }
@@ -500,7 +500,7 @@ mod tests {
         }))
         .expect("valid lease");
         let obs = node_observation(&node, Some(&lease));
-        assert_eq!(obs.name, "n1");
+        assert_eq!(&*obs.name, "n1");
         assert_eq!(obs.readiness, Readiness::Unknown);
         assert_eq!(obs.ready_transition, Some("2026-01-01T00:00:00Z".parse().expect("ts")));
         assert_eq!(obs.lease_renewed, Some("2026-01-01T00:00:01.5Z".parse().expect("ts")));

@@ -57,7 +57,7 @@ pub async fn run(conn: &ConnectionArgs, args: Args) -> Result<ExitCode> {
                 .iter()
                 .map(|(obs, health)| {
                     serde_json::json!({
-                        "name": obs.name,
+                        "name": &*obs.name,
                         "ready": health.readiness.as_str(),
                         "notReadySeconds": health.not_ready_for.map(|d| d.as_secs()),
                         "leaseAgeSeconds": health.lease_age.map(|d| d.as_secs()),
@@ -113,7 +113,7 @@ pub async fn run(conn: &ConnectionArgs, args: Args) -> Result<ExitCode> {
                 ]);
                 for (obs, health) in &report {
                     table.row([
-                        obs.name.clone(),
+                        obs.name.to_string(),
                         health.readiness.as_str().to_string(),
                         health.not_ready_for.map(human).unwrap_or_else(|| "-".into()),
                         health.lease_age.map(human).unwrap_or_else(|| "-".into()),

@@ -157,7 +157,7 @@ fn container(c: &ContainerStatus) -> Value {
 
 /// The node as the operator sees it: Ready, the Lease renewal seen, taints.
 fn node_facts(observed: &Observed, node: &str) -> Value {
-    let Some(view) = observed.nodes.iter().find(|n| n.observation.name == node) else {
+    let Some(view) = observed.nodes.iter().find(|n| &*n.observation.name == node) else {
         return json!({ "name": node, "exists": false });
     };
     let obs = &view.observation;
@@ -193,7 +193,7 @@ fn diagnosis(pod: &Pod, observed: &Observed, node: &str, now: Timestamp) -> Valu
              a policy with failedByShutdown enabled deletes it deleteAfter after seeing it so"
         ) });
     }
-    let Some(view) = observed.nodes.iter().find(|n| n.observation.name == node) else {
+    let Some(view) = observed.nodes.iter().find(|n| &*n.observation.name == node) else {
         return json!({ "summary": format!("its node {node} is gone: only a force delete removes the pod") });
     };
     let past_grace = record.view.deletion_timestamp.is_some_and(|t| t <= now);
@@ -218,7 +218,7 @@ fn ready_on_dead_node(
     node: &str,
 ) -> Value {
     let Some(record) = crate::adapters::ready_pod_record(watched) else { return Value::Null };
-    let Some(view) = observed.nodes.iter().find(|n| n.observation.name == node) else {
+    let Some(view) = observed.nodes.iter().find(|n| &*n.observation.name == node) else {
         return Value::Null;
     };
     if view.observation.readiness == Readiness::Ready {
@@ -243,7 +243,7 @@ fn policy_view(p: &PolicyPlan, uid: &str, node: &str, terminating: bool) -> Valu
             return json!({ "policy": name, "mode": mode, "covers": false, "says": format!("invalid spec, not acted on: {reason}") });
         }
     };
-    let node_view = plan.nodes.iter().find(|n| n.name == node);
+    let node_view = plan.nodes.iter().find(|n| &*n.name == node);
     let node_state = node_view.map(|n| json!({ "state": n.state.as_str(), "why": n.why }));
     let left_alone = node_view.and_then(|n| {
         n.hold.as_ref().map(|h| json!({ "reason": h.code(), "message": h.describe(&n.name) }))

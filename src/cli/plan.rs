@@ -121,7 +121,7 @@ fn to_json(p: &PolicyPlan, now: Timestamp, note: &str) -> serde_json::Value {
         .filter(|n| n.state.as_str() != "Healthy")
         .map(|n| {
             json!({
-                "node": n.name, "state": n.state.as_str(), "why": n.why,
+                "node": &*n.name, "state": n.state.as_str(), "why": n.why,
                 "fencedBy": n.fenced_by.map(|f| f.describe()),
                 "deadAt": n.dead_at.map(|t| t.to_string()),
                 "leftAlone": n.hold.as_ref().map(|h| json!({
@@ -226,12 +226,12 @@ fn print_plan(p: &PolicyPlan, plan: &Plan, now: Timestamp) {
     let mut t = Table::new(["NODE", "STATE", "FENCED BY", "WHY"]);
     for n in plan.nodes.iter().filter(|n| n.state != NodeState::Healthy) {
         let fenced = n.fenced_by.map(|f| f.describe().to_string()).unwrap_or_else(|| "-".into());
-        t.row([n.name.clone(), n.state.as_str().to_string(), fenced, n.why.to_string()]);
+        t.row([n.name.to_string(), n.state.as_str().to_string(), fenced, n.why.to_string()]);
     }
     t.print_if_any("  ");
     let mut t = Table::new(["NODE LEFT ALONE", "REASON", "WHY"]);
     for (n, hold) in nodes_left_alone(plan) {
-        t.row([n.name.clone(), hold.code().to_string(), hold.describe(&n.name)]);
+        t.row([n.name.to_string(), hold.code().to_string(), hold.describe(&n.name)]);
     }
     t.print_if_any("  ");
 

@@ -384,11 +384,15 @@ impl PolicyHistory {
         let newly_held_alive = plan
             .nodes
             .iter()
-            .filter(|n| n.held_alive.is_some() && !self.held_alive.contains(&n.name))
+            .filter(|n| n.held_alive.is_some() && !self.held_alive.contains(&*n.name))
             .cloned()
             .collect();
-        let held_alive =
-            plan.nodes.iter().filter(|n| n.held_alive.is_some()).map(|n| n.name.clone()).collect();
+        let held_alive = plan
+            .nodes
+            .iter()
+            .filter(|n| n.held_alive.is_some())
+            .map(|n| n.name.to_string())
+            .collect();
         let kind = |s: Option<&Suspension>| s.map(std::mem::discriminant);
         let changed = kind(plan.suspended.as_ref()) != kind(self.suspended.as_ref());
         let news =

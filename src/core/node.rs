@@ -11,6 +11,7 @@
 //! module holds the judgement: the node's state, its fencing evidence and why.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
 
@@ -174,7 +175,8 @@ pub fn node_hold(view: &NodeView, policy: &ValidatedPolicy, now: Timestamp) -> O
 /// One node as the planner judged it at an instant.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NodeSummary {
-    pub name: String,
+    /// Shared with the node's record.
+    pub name: Arc<str>,
     pub state: NodeState,
     pub excluded: bool,
     pub deleted: bool,
@@ -218,7 +220,7 @@ impl NodeTable {
 
     /// The node called `name`, if in scope.
     pub fn get(&self, name: &str) -> Option<&NodeSummary> {
-        self.0.binary_search_by(|n| n.name.as_str().cmp(name)).ok().map(|i| &self.0[i])
+        self.0.binary_search_by(|n| (*n.name).cmp(name)).ok().map(|i| &self.0[i])
     }
 
     /// Whether the node called `name` is in scope.
@@ -992,7 +994,7 @@ mod tests {
             summary("n-b", NodeState::Healthy),
             summary("n-a", NodeState::Dead),
         ]);
-        let names: Vec<&str> = table.iter().map(|n| n.name.as_str()).collect();
+        let names: Vec<&str> = table.iter().map(|n| &*n.name).collect();
         assert_eq!(names, ["n-a", "n-b", "n-c"]);
         assert_eq!(table.get("n-a").map(|n| n.state), Some(NodeState::Dead), "the later kept");
         assert_eq!(table.get("n-c").map(|n| n.state), Some(NodeState::Healthy));
@@ -1000,7 +1002,7 @@ mod tests {
         // Already sorted: taken as it is.
         let sorted =
             NodeTable::new(vec![summary("a", NodeState::Dead), summary("b", NodeState::Dead)]);
-        assert_eq!(sorted.get("b").map(|n| n.name.as_str()), Some("b"));
+        assert_eq!(sorted.get("b").map(|n| &*n.name), Some("b"));
         assert!(NodeTable::default().get("a").is_none());
     }
 }

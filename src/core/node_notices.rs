@@ -45,8 +45,8 @@ pub fn new_node_notices(
     let mut remembered = BTreeMap::new();
     for (node, hold) in nodes_left_alone(plan) {
         let code = hold.code();
-        if said.get(&node.name) == Some(&code) {
-            remembered.insert(node.name.clone(), code);
+        if said.get(&*node.name) == Some(&code) {
+            remembered.insert(node.name.to_string(), code);
             continue;
         }
         if node.state != NodeState::Dead {
@@ -59,12 +59,12 @@ pub fn new_node_notices(
             .map(|v| v.control.uid.clone())
             .unwrap_or_default();
         notices.push(NodeNotice {
-            node: node.name.clone(),
+            node: node.name.to_string(),
             uid,
             code,
             note: format!("{}; dead by our evidence ({})", hold.describe(&node.name), node.why),
         });
-        remembered.insert(node.name.clone(), code);
+        remembered.insert(node.name.to_string(), code);
     }
     (notices, remembered)
 }

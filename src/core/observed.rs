@@ -55,7 +55,7 @@ impl Readiness {
 /// What is known about one node, extracted from its Node object and kubelet Lease.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NodeObservation {
-    pub name: String,
+    pub name: Arc<str>,
     pub readiness: Readiness,
     /// When the `Ready` condition last changed status, as written in it (by the kubelet or the
     /// node lifecycle controller, on their clocks): shown, never compared with ours.
@@ -325,7 +325,7 @@ impl NodeView {
     pub fn deleted_unknown(name: &str) -> Self {
         NodeView {
             observation: NodeObservation {
-                name: name.to_string(),
+                name: name.into(),
                 readiness: Readiness::Missing,
                 ready_transition: Stamp::NONE,
                 lease_renewed: Stamp::NONE,

@@ -268,7 +268,7 @@ fn spend_guards(
     // A zone that looks partitioned gets no destructive action, whatever the guards say.
     let zone_holds = held_zones(&observed.nodes, now);
     let zones: BTreeMap<&str, &str> =
-        observed.nodes.iter().map(|n| (n.observation.name.as_str(), zone_of(n))).collect();
+        observed.nodes.iter().map(|n| (&*n.observation.name, zone_of(n))).collect();
     let mut guards =
         Guards::new(&observed.recent_actions, &observed.others_actions, policy, held, now);
     let mut actions = Vec::new();
@@ -315,7 +315,7 @@ fn node_actions(
         return found;
     }
     for view in &observed.nodes {
-        if let Some(summary) = nodes.get(view.observation.name.as_str()) {
+        if let Some(summary) = nodes.get(&view.observation.name) {
             crate::core::rules::node_actions::evaluate(
                 view,
                 summary,
@@ -342,7 +342,7 @@ fn in_scope_nodes(observed: &Observed, policy: &ValidatedPolicy, now: Timestamp)
         .filter_map(|p| p.node_name.as_deref())
         .collect();
     for view in &observed.nodes {
-        unobserved.remove(view.observation.name.as_str());
+        unobserved.remove(&*view.observation.name);
     }
     // Never seen, or gone without our seeing it deleted: unknown, not dead.
     let unknown: Vec<NodeView> = unobserved.into_iter().map(NodeView::unknown).collect();
@@ -885,7 +885,7 @@ mod tests {
         let names: Vec<&str> = plan.decisions.iter().map(|d| d.name.as_str()).collect();
         // A node absent from the cache (never seen) has no labels, so zone=a does not select it.
         assert_eq!(names, vec!["in-scope"]);
-        assert_eq!(plan.nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>(), vec!["n-a"]);
+        assert_eq!(plan.nodes.iter().map(|n| &*n.name).collect::<Vec<_>>(), vec!["n-a"]);
         assert_eq!(plan.counts.matched_nodes, 1);
     }
 

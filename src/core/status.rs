@@ -161,7 +161,7 @@ pub fn desired_status(
             status.nodes_left_alone = nodes_left_alone(plan)
                 .take(MAX_RECENT_ACTIONS)
                 .map(|(node, hold)| NodeLeftAloneStatus {
-                    name: node.name.clone(),
+                    name: node.name.to_string(),
                     reason: hold.code().to_string(),
                     message: hold.describe(&node.name),
                 })

@@ -316,7 +316,9 @@ impl ClusterState {
     pub fn apply_node(&mut self, node: &Node, now: Timestamp) -> Change {
         let mut view = node_view(node);
         view.labels = self.strings.labels(&view.labels);
-        let name = view.observation.name.clone();
+        // One copy of the name for the record, the plans and the hostname label.
+        self.strings.share(&mut view.observation.name);
+        let name = view.observation.name.to_string();
         // A Node re-created under the same name is a new node, not the deleted one.
         self.tombstones.remove(&name);
         let before = self.nodes.live.get(&name).filter(|b| b.control.uid == view.control.uid);
@@ -1013,7 +1015,7 @@ mod tests {
 
     fn seen(s: &ClusterState, node: &str) -> (Option<Timestamp>, Option<Timestamp>) {
         let observed = s.observe(at(1000), Vec::new(), BTreeSet::new());
-        let n = observed.nodes.iter().find(|n| n.observation.name == node).expect("node");
+        let n = observed.nodes.iter().find(|n| &*n.observation.name == node).expect("node");
         (n.observation.lease_seen.get(), n.observation.not_ready_seen.get())
     }
 
@@ -1200,7 +1202,7 @@ mod tests {
     }
 
     fn view<'a>(observed: &'a Observed, name: &str) -> Option<&'a NodeView> {
-        observed.nodes.iter().find(|n| n.observation.name == name).map(|n| &**n)
+        observed.nodes.iter().find(|n| &*n.observation.name == name).map(|n| &**n)
     }
 
     #[test]

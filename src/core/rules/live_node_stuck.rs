@@ -53,7 +53,7 @@ pub fn gate(
         namespace: pod.namespace.to_string(),
         name: pod.name.clone(),
         uid: pod.uid.clone(),
-        node: node.name.clone(),
+        node: node.name.to_string(),
         owner: pod.owner_key(),
         cause: cause.clone(),
         since,

@@ -65,7 +65,7 @@ pub fn release_terminating_pods(
 ) -> Findings {
     let mut found = Findings::default();
     let views: BTreeMap<&str, &NodeView> =
-        observed.nodes.iter().map(|n| (n.observation.name.as_str(), &**n)).collect();
+        observed.nodes.iter().map(|n| (&*n.observation.name, &**n)).collect();
     for pod in &observed.pods {
         let (Some(deleted_at), Some(node_name)) =
             (pod.deletion_timestamp, pod.node_name.as_deref())

@@ -82,7 +82,7 @@ fn on_dead_node(
         found.candidates.push(Action::Node(NodeAction {
             kind,
             node: NodeTarget {
-                name: obs.name.clone(),
+                name: obs.name.to_string(),
                 uid: control.uid.clone(),
                 reason: format!("{why}; node {} {}", obs.name, summary.why),
                 threshold: at,
@@ -171,7 +171,7 @@ fn undo(
     found.undo.push(Action::Node(NodeAction {
         kind: NodeActionKind::Undo,
         node: NodeTarget {
-            name: view.observation.name.clone(),
+            name: view.observation.name.to_string(),
             uid: control.uid.clone(),
             reason: format!(
                 "Ready again since {ready_since} for undoAfter {}: our own cordon and taint come \

@@ -91,7 +91,7 @@ pub fn stale_pods(
         return found;
     };
     let views: BTreeMap<&str, &NodeView> =
-        observed.nodes.iter().map(|n| (n.observation.name.as_str(), &**n)).collect();
+        observed.nodes.iter().map(|n| (&*n.observation.name, &**n)).collect();
     for pod in &observed.pods {
         let (Some(since), None, Some(node_name)) =
             (pod.stale_ready_since, pod.deletion_timestamp, pod.node_name.as_deref())
