@@ -585,7 +585,7 @@ async fn last_look_skips_a_node_back_then_releases_once_dead_again(env: &TestEnv
         },
     )
     .await?;
-    let deletes = cluster.operator_pod_deletes(&env.namespace, "victim")?;
+    let deletes = cluster.await_operator_pod_deletes(&env.namespace, "victim").await?;
     ensure!(deletes.len() == 1, "expected one DELETE of victim: {deletes:?}");
     eprintln!(
         "[ll-node-returns] skipped while the node was back; released {:.1}s after it died again \
@@ -619,7 +619,7 @@ async fn an_action_is_recorded_before_it_is_taken(env: &TestEnv) -> Result<()> {
     .await?;
     op.kill();
 
-    let deletes = cluster.operator_pod_deletes(&env.namespace, "victim")?;
+    let deletes = cluster.await_operator_pod_deletes(&env.namespace, "victim").await?;
     ensure!(deletes.len() == 1, "expected the one DELETE: {deletes:?}");
     let status = env.policies().get(&env.name).await?.status.unwrap_or_default();
     let before: Vec<_> = status.recent_actions.iter().filter(|a| a.uid == pod_uid).collect();
@@ -734,7 +734,7 @@ async fn overlapping_policies_act_once_across_a_restart(env: &TestEnv) -> Result
         })
         .await?;
     for name in names {
-        let deletes = cluster.operator_pod_deletes(&env.namespace, name)?;
+        let deletes = cluster.await_operator_pod_deletes(&env.namespace, name).await?;
         ensure!(deletes.len() == 1, "{} DELETEs of {name}: {deletes:?}", deletes.len());
     }
     let summary: Vec<String> =

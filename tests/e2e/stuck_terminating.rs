@@ -299,7 +299,9 @@ async fn enforce_force_deletes_after_the_delay_and_not_before(env: &TestEnv) -> 
     );
 
     // Exactly one DELETE by the operator, after the pod's DisruptionTarget, and the record
-    // everywhere.
+    // everywhere. The API server logs a request after answering it: wait for the DELETE's
+    // entry before reading every write.
+    shared_cluster().await?.await_operator_pod_deletes(&env.namespace, &pod_name).await?;
     let writes = operator_mutations(env).await?;
     let deletes: Vec<_> = writes
         .iter()
@@ -1061,6 +1063,8 @@ async fn a_restart_after_a_record_ahead_sends_nothing_on_it(env: &TestEnv) -> Re
     let _op = Operator::start(cluster, env).await?;
     let timeout = Duration::from_secs(LEASE_STALE_FOR as u64 + 30);
     wait_gone(env, &pod_name, &pod_uid, timeout).await?;
+    // The pod can be seen gone before the API server has logged the DELETE that removed it.
+    cluster.await_operator_pod_deletes(&env.namespace, &pod_name).await?;
     let writes = operator_mutations(env).await?;
     let deletes: Vec<_> = writes
         .iter()
