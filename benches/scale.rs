@@ -262,15 +262,16 @@ fn heap_profile() {
     let name = field(&views, |v| v.observation.name.clone());
     let key = field(&views, |v| v.observation.name.to_string());
     let uid = field(&views, |v| v.control.uid.clone());
-    // Labels share their strings (one interner for all nodes) and a clone shares the whole set:
-    // what they cost is what interning them all again into a fresh interner keeps.
+    // Labels share their strings (one interner for all nodes), the nodes of a pool share one set
+    // of all but the host name, and a clone shares the whole: what they cost is what interning
+    // them all again into a fresh interner keeps.
     let (labels, interned) = kept(|| {
         let mut interner = Interner::default();
-        let labels: Vec<_> = views.iter().map(|v| interner.labels(&v.labels)).collect();
+        let labels: Vec<_> = views.iter().map(|v| interner.node_labels(&v.labels)).collect();
         (interner, labels)
     });
     let held =
-        (interned.1.capacity() * std::mem::size_of::<kube_remediator::core::Labels>()) as u64;
+        (interned.1.capacity() * std::mem::size_of::<kube_remediator::core::NodeLabels>()) as u64;
     let labels = Heap { bytes: labels.bytes - held, blocks: labels.blocks - 1 };
     drop(interned);
     // Each record is in an Arc: one block of its inline size and two counts.
@@ -323,7 +324,11 @@ fn heap_profile() {
     row("node record inline (in an Arc, shared with the planner's input)", boxed);
     row("node record: name (shared with the hostname label: counted there)", name);
     row("node record: uid", uid);
-    row("node record: labels (one shared slice of shared strings, and the interner)", labels);
+    row(
+        "node record: labels (one slice of shared strings per set of labels but the host \
+         name, the host name shared with the name; and the interner)",
+        labels,
+    );
     row("node record: taints", taints);
     row("node record: volumesInUse", volumes);
     row("node record: managed-by marker", other);

@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::Node;
 use crate::core::rollouts::{ReplicaSetView, WorkloadKind, WorkloadView};
 use crate::core::stamp::Stamp;
 use crate::core::{
-    Labels, Lifecycle, ManagedBy, NodeControl, NodeObservation, NodeRecord, NodeView, OwnerRef,
+    Lifecycle, ManagedBy, NodeControl, NodeLabels, NodeObservation, NodeRecord, NodeView, OwnerRef,
     PodView, Rare, RareControl, Readiness,
 };
 use crate::crd::{
@@ -148,7 +148,7 @@ pub fn node_view(node: &Node) -> NodeView {
                 deleted_by_us: None,
             }),
         },
-        labels: labels.map(Labels::from).unwrap_or_default(),
+        labels: labels.map(NodeLabels::from).unwrap_or_default(),
         excluded: excluded(annotations),
         deleted: false,
     }

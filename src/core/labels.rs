@@ -8,6 +8,10 @@
 //! planner's input is a copy of every node) copies one pointer.
 //!
 //! Every label is kept, so a label selector matches exactly as it did on the map.
+//!
+//! A node's labels ([`NodeLabels`]) keep its host name apart: it differs on every node (it is
+//! the node's name, shared with it), so the rest of the set, the same on every node of a pool,
+//! can be one slice for all of them.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -99,6 +103,115 @@ impl From<&BTreeMap<String, String>> for Labels {
     }
 }
 
+/// The label every node carries with its own host name (as a rule, the node's name).
+pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
+
+/// A node's labels: the set it has in common with the other nodes of its pool, and its host
+/// name apart. Reads, compares and iterates like one [`Labels`] holding them all.
+#[derive(Clone, PartialEq, Eq, Default)]
+pub struct NodeLabels {
+    /// Every label but [`HOSTNAME_LABEL`].
+    common: Labels,
+    /// The value of [`HOSTNAME_LABEL`].
+    hostname: Option<Arc<str>>,
+}
+
+impl NodeLabels {
+    /// A node's labels from its whole set.
+    pub fn new(labels: Labels) -> NodeLabels {
+        match labels.get(HOSTNAME_LABEL).map(Arc::<str>::from) {
+            None => NodeLabels { common: labels, hostname: None },
+            Some(hostname) => {
+                let rest = labels.pairs().iter().filter(|(k, _)| &**k != HOSTNAME_LABEL);
+                NodeLabels { common: Labels::from_pairs(rest.cloned()), hostname: Some(hostname) }
+            }
+        }
+    }
+
+    /// From the labels but the host name, and the host name (an interner's way back).
+    pub fn from_parts(common: Labels, hostname: Option<Arc<str>>) -> NodeLabels {
+        debug_assert!(!common.contains_key(HOSTNAME_LABEL));
+        NodeLabels { common, hostname }
+    }
+
+    /// Every label but [`HOSTNAME_LABEL`].
+    pub fn common(&self) -> &Labels {
+        &self.common
+    }
+
+    /// The value of [`HOSTNAME_LABEL`].
+    pub fn hostname(&self) -> Option<&Arc<str>> {
+        self.hostname.as_ref()
+    }
+
+    /// The value of label `key`.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        match key {
+            HOSTNAME_LABEL => self.hostname.as_deref(),
+            _ => self.common.get(key),
+        }
+    }
+
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.get(key).is_some()
+    }
+
+    /// Sets label `key` (for tests and one-off edits).
+    pub fn insert(&mut self, key: impl Into<Arc<str>>, value: impl Into<Arc<str>>) {
+        let (key, value) = (key.into(), value.into());
+        match &*key {
+            HOSTNAME_LABEL => self.hostname = Some(value),
+            _ => self.common.insert(key, value),
+        }
+    }
+
+    /// The labels, by key (the host name in its place among them).
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        let host = self.hostname.as_deref().map(|h| (HOSTNAME_LABEL, h));
+        let before = self.common.iter().take_while(|(k, _)| *k < HOSTNAME_LABEL);
+        let after = self.common.iter().skip_while(|(k, _)| *k < HOSTNAME_LABEL);
+        before.chain(host).chain(after)
+    }
+
+    pub fn len(&self) -> usize {
+        self.common.len() + usize::from(self.hostname.is_some())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl std::fmt::Debug for NodeLabels {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
+}
+
+impl From<Labels> for NodeLabels {
+    fn from(labels: Labels) -> Self {
+        NodeLabels::new(labels)
+    }
+}
+
+impl<K: AsRef<str>, V: AsRef<str>> FromIterator<(K, V)> for NodeLabels {
+    fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Self {
+        NodeLabels::new(iter.into_iter().collect())
+    }
+}
+
+impl From<BTreeMap<String, String>> for NodeLabels {
+    fn from(map: BTreeMap<String, String>) -> Self {
+        map.iter().collect()
+    }
+}
+
+impl From<&BTreeMap<String, String>> for NodeLabels {
+    fn from(map: &BTreeMap<String, String>) -> Self {
+        map.iter().collect()
+    }
+}
+
 /// What a label selector reads: the value of a label, if set. Pods keep their labels as a map,
 /// nodes as [`Labels`]; a selector matches either the same way.
 pub trait LabelLookup {
@@ -112,6 +225,12 @@ impl LabelLookup for BTreeMap<String, String> {
 }
 
 impl LabelLookup for Labels {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.get(key)
+    }
+}
+
+impl LabelLookup for NodeLabels {
     fn label(&self, key: &str) -> Option<&str> {
         self.get(key)
     }
@@ -165,5 +284,46 @@ mod tests {
         let b: Labels = [("zone", "a")].into_iter().collect();
         assert_eq!(a, b);
         assert_ne!(a, [("zone", "b")].into_iter().collect::<Labels>());
+    }
+
+    #[test]
+    fn node_labels_read_like_the_whole_set() {
+        let cases: &[&[(&str, &str)]] = &[
+            &[],
+            &[(HOSTNAME_LABEL, "n1")],
+            &[("zone", "a"), (HOSTNAME_LABEL, "n1"), ("arch", "amd64")],
+            &[("kubernetes.io/arch", "amd64"), ("kubernetes.io/os", "linux")],
+            &[("a", "1"), (HOSTNAME_LABEL, "n1"), ("kubernetes.io/os", "linux"), ("z", "2")],
+        ];
+        for pairs in cases {
+            let whole: Labels = pairs.iter().copied().collect();
+            let node = NodeLabels::new(whole.clone());
+            assert_eq!(node.len(), whole.len(), "{pairs:?}");
+            assert_eq!(node.is_empty(), whole.is_empty());
+            assert!(node.iter().eq(whole.iter()), "{pairs:?}: {node:?} iterates as {whole:?}");
+            for (k, v) in whole.iter() {
+                assert_eq!(node.get(k), Some(v));
+                assert_eq!(node.label(k), Some(v));
+            }
+            assert!(!node.common().contains_key(HOSTNAME_LABEL));
+            assert_eq!(node.hostname().map(|h| &**h), whole.get(HOSTNAME_LABEL));
+            assert_eq!(node.get("absent"), None);
+            assert_eq!(node, pairs.iter().copied().collect::<NodeLabels>());
+        }
+    }
+
+    #[test]
+    fn node_labels_differing_only_in_host_name_share_the_rest() {
+        let pool = |host: &str| -> NodeLabels {
+            [("zone", "a"), (HOSTNAME_LABEL, host), ("os", "linux")].into_iter().collect()
+        };
+        let (a, b) = (pool("n1"), pool("n2"));
+        assert_ne!(a, b, "the host name tells them apart");
+        assert_eq!(a.common(), b.common());
+        let mut edited = a.clone();
+        edited.insert(HOSTNAME_LABEL, "n2");
+        assert_eq!(edited, b);
+        edited.insert("zone", "b");
+        assert_eq!((edited.get("zone"), a.get("zone")), (Some("b"), Some("a")));
     }
 }

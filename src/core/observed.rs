@@ -12,7 +12,7 @@ use std::sync::Arc;
 use jiff::{SignedDuration, Timestamp};
 
 use super::evidence::Suspension;
-use super::labels::Labels;
+use super::labels::{Labels, NodeLabels};
 use super::policy::MaxUnhealthy;
 use super::stamp::Stamp;
 use crate::crd::CircuitState;
@@ -134,7 +134,7 @@ impl NodeObservation {
 pub struct NodeView {
     pub observation: NodeObservation,
     /// The node's labels (last known, for a deleted node).
-    pub labels: Labels,
+    pub labels: NodeLabels,
     /// Annotated `remediator.io/exclude: "true"`: its pods are never touched.
     pub excluded: bool,
     /// The Node object is gone (a tombstone kept while pods still reference it).
@@ -340,7 +340,7 @@ impl NodeView {
                 taints: Vec::new(),
                 volumes_in_use: Vec::new(),
             },
-            labels: Labels::default(),
+            labels: NodeLabels::default(),
             excluded: false,
             deleted: true,
             control: NodeControl::default(),

@@ -9,12 +9,12 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use crate::core::Labels;
+use crate::core::{Labels, NodeLabels};
 
 #[derive(Debug, Default)]
 pub struct Interner {
     strings: HashSet<Arc<str>>,
-    /// Whole label sets, for pods (a node's include its host name: each is its own).
+    /// Whole label sets: a workload's pods', a node pool's (without the host name).
     sets: HashSet<Labels>,
     /// The sets' size after the last sweep.
     swept_at: usize,
@@ -47,6 +47,13 @@ impl Interner {
         self.sets.insert(shared.clone());
         self.sweep();
         shared
+    }
+
+    /// A node's labels, the set without its host name shared by the nodes that have it, the
+    /// host name shared with the node's name.
+    pub fn node_labels(&mut self, labels: &NodeLabels) -> NodeLabels {
+        let common = self.label_set(labels.common());
+        NodeLabels::from_parts(common, labels.hostname().map(|h| self.intern(h)))
     }
 
     /// `labels` with every key and value shared.

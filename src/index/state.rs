@@ -315,7 +315,7 @@ impl ClusterState {
     /// the previous view while it stays not Ready.
     pub fn apply_node(&mut self, node: &Node, now: Timestamp) -> Change {
         let mut view = node_view(node);
-        view.labels = self.strings.labels(&view.labels);
+        view.labels = self.strings.node_labels(&view.labels);
         // One copy of the name for the record, the plans and the hostname label.
         self.strings.share(&mut view.observation.name);
         let name = view.observation.name.to_string();
