@@ -119,7 +119,8 @@ pub struct NodeLabels {
 impl NodeLabels {
     /// A node's labels from its whole set.
     pub fn new(labels: Labels) -> NodeLabels {
-        match labels.get(HOSTNAME_LABEL).map(Arc::<str>::from) {
+        let host = labels.pairs().iter().find(|(k, _)| &**k == HOSTNAME_LABEL);
+        match host.map(|(_, v)| v.clone()) {
             None => NodeLabels { common: labels, hostname: None },
             Some(hostname) => {
                 let rest = labels.pairs().iter().filter(|(k, _)| &**k != HOSTNAME_LABEL);
@@ -188,27 +189,23 @@ impl std::fmt::Debug for NodeLabels {
     }
 }
 
-impl From<Labels> for NodeLabels {
-    fn from(labels: Labels) -> Self {
-        NodeLabels::new(labels)
-    }
-}
-
 impl<K: AsRef<str>, V: AsRef<str>> FromIterator<(K, V)> for NodeLabels {
     fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Self {
         NodeLabels::new(iter.into_iter().collect())
     }
 }
 
-impl From<BTreeMap<String, String>> for NodeLabels {
-    fn from(map: BTreeMap<String, String>) -> Self {
-        map.iter().collect()
+impl From<&BTreeMap<String, String>> for NodeLabels {
+    /// Splits as it reads: one slice made, as for the whole set.
+    fn from(map: &BTreeMap<String, String>) -> Self {
+        let common = map.iter().filter(|(k, _)| *k != HOSTNAME_LABEL).collect();
+        NodeLabels { common, hostname: map.get(HOSTNAME_LABEL).map(|h| Arc::from(h.as_str())) }
     }
 }
 
-impl From<&BTreeMap<String, String>> for NodeLabels {
-    fn from(map: &BTreeMap<String, String>) -> Self {
-        map.iter().collect()
+impl From<BTreeMap<String, String>> for NodeLabels {
+    fn from(map: BTreeMap<String, String>) -> Self {
+        NodeLabels::from(&map)
     }
 }
 
@@ -309,6 +306,9 @@ mod tests {
             assert_eq!(node.hostname().map(|h| &**h), whole.get(HOSTNAME_LABEL));
             assert_eq!(node.get("absent"), None);
             assert_eq!(node, pairs.iter().copied().collect::<NodeLabels>());
+            let map: BTreeMap<String, String> =
+                pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+            assert_eq!(node, NodeLabels::from(&map));
         }
     }
 

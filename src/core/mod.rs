@@ -69,7 +69,7 @@ pub use guards::{Circuit, Guards, RATE_WINDOW, Window};
 pub use history::{
     ActionOutcome, Decided, EvidenceNews, Past, PolicyHistory, StatusWrite, UNDONE_RETRY, owner_key,
 };
-pub use labels::{HOSTNAME_LABEL, LabelLookup, Labels, NodeLabels};
+pub use labels::{LabelLookup, Labels, NodeLabels};
 pub use ledger::Ledger;
 pub use node::{
     DeathEvidence, FencingEvidence, NodeHealth, NodeHold, NodeState, NodeSummary, NodeTable,

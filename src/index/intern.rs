@@ -57,7 +57,7 @@ impl Interner {
     }
 
     /// `labels` with every key and value shared.
-    pub fn labels(&mut self, labels: &Labels) -> Labels {
+    fn labels(&mut self, labels: &Labels) -> Labels {
         let pairs: Vec<(Arc<str>, Arc<str>)> =
             labels.pairs().iter().map(|(k, v)| (self.intern(k), self.intern(v))).collect();
         Labels::from_pairs(pairs)
