@@ -7,8 +7,9 @@
 //!
 //! Measured, one process at a time (never two at once, so they do not disturb each other), on
 //! the empty cluster and again once it is populated, its pods Running and its Leases renewed in
-//! time (a sample of each read by name) and the API server quiet (at most 2 pod writes a second,
-//! as its audit log shows): kube-remediator (this crate's release
+//! time (a sample of each read by name), the API server quiet (at most 2 pod writes a second,
+//! as its audit log shows) and settled (every pod streamed no faster than the time before,
+//! `measure::settle`): kube-remediator (this crate's release
 //! build; with streaming and with paged initial lists on the populated cluster) and the Go peer
 //! (`tools/peer`: controller-runtime doing the same job on the same policy, built by
 //! `tools/testbin bench`) with full-object informers (`naive`) and with transforms (`tuned`).
@@ -305,6 +306,13 @@ async fn scenario(cluster: &Cluster, peer: &Path, versions: &str) -> Result<()> 
             }
         }
     };
+    let settling = match measure::settle(&client).await {
+        Ok(times) => times,
+        Err(e) => {
+            eprintln!("[rss] settling failed: {e:#}");
+            Vec::new()
+        }
+    };
     let mut probes: Vec<(&str, measure::ProbedRead)> = probe("before").await;
     let census = |when: &'static str| {
         let client = client.clone();
@@ -402,6 +410,12 @@ async fn scenario(cluster: &Cluster, peer: &Path, versions: &str) -> Result<()> 
         "Populated in {:.0} s ({nodes} nodes Ready in {nodes_took:.0} s, {created} pods created \
          in {pods_took:.0} s); a Running pod weighs {bytes} bytes of JSON. Go peer: {versions}.",
         nodes_took + pods_took
+    );
+    let settling: Vec<String> = settling.iter().map(|s| format!("{s:.1} s")).collect();
+    println!(
+        "Before the first process, every pod streamed in protobuf until the API server no longer \
+         got faster: {}.",
+        settling.join(", ")
     );
     if !leases_steady {
         println!();
