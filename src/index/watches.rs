@@ -42,7 +42,7 @@ pub enum InitialLists {
     /// Streamed by the watch itself (`sendInitialEvents`, the API server's WatchList feature):
     /// objects arrive one at a time, so none of a list's pages is ever held whole.
     Streaming,
-    /// Listed in pages of [`PAGE_SIZE`] objects, then watched.
+    /// Listed in pages of 100 objects, then watched.
     Paged,
 }
 
@@ -271,6 +271,12 @@ pub fn trigger_stream(rx: watch::Receiver<u64>) -> impl Stream<Item = ()> + Send
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_paged_lists_help_states_the_page_size() {
+        // `run --help` says "pages of 100 objects" (the doc of `InitialLists::Paged`).
+        assert_eq!(PAGE_SIZE, 100);
+    }
 
     #[tokio::test(start_paused = true)]
     async fn triggers_yield_at_once_then_at_most_once_per_gap() {
