@@ -256,11 +256,10 @@ fn heap_profile() {
     // (a clone allocates what the original does, for these types), and the rest of the store
     // (its hash table: keys and records inline, control bytes, spare buckets) by difference.
     let views: Vec<Arc<NodeView>> = state.observe(now, Vec::new(), BTreeSet::new()).nodes;
-    // The name is shared (with the hostname label, which every node of the fixture has, and
-    // with the plans): a clone costs nothing, its text is counted with the labels. The store's
-    // key is a String of it.
+    // The name is shared (with the hostname label, which every node of the fixture has, with
+    // the node and Lease stores' keys and with the plans): a clone costs nothing, its text is
+    // counted with the labels.
     let name = field(&views, |v| v.observation.name.clone());
-    let key = field(&views, |v| v.observation.name.to_string());
     let uid = field(&views, |v| v.control.uid.clone());
     // Labels share their strings (one interner for all nodes), the nodes of a pool share one set
     // of all but the host name, and a clone shares the whole: what they cost is what interning
@@ -290,8 +289,8 @@ fn heap_profile() {
         blocks: a.blocks + f.blocks,
     });
     let table = Heap {
-        bytes: node_store.bytes - in_fields.bytes - key.bytes,
-        blocks: node_store.blocks - in_fields.blocks - key.blocks,
+        bytes: node_store.bytes - in_fields.bytes,
+        blocks: node_store.blocks - in_fields.blocks,
     };
     drop(views);
 
@@ -316,11 +315,10 @@ fn heap_profile() {
         println!("  | {what} | {b:.0} | {k:.1} |");
     };
     row(
-        "node store: hash table (key String and Arc pointer, control bytes, spare buckets; \
-         the dead nodes' pod-listing entries)",
+        "node store: hash table (the name shared as key and an Arc pointer, control bytes, \
+         spare buckets; the dead nodes' pod-listing entries)",
         table,
     );
-    row("node store: key (the node's name again, a String)", key);
     row("node record inline (in an Arc, shared with the planner's input)", boxed);
     row("node record: name (shared with the hostname label: counted there)", name);
     row("node record: uid", uid);
@@ -333,7 +331,7 @@ fn heap_profile() {
     row("node record: volumesInUse", volumes);
     row("node record: managed-by marker", other);
     row("node record: rare parts (a box with its strings, only where one is set)", rare);
-    row("Lease store (hash table with its key Strings, records inline)", lease_store);
+    row("Lease store (hash table, its keys the nodes' names shared, records inline)", lease_store);
     let total = Heap {
         bytes: node_store.bytes + lease_store.bytes,
         blocks: node_store.blocks + lease_store.blocks,

@@ -123,7 +123,7 @@ fn to_json(p: &PolicyPlan, now: Timestamp, note: &str) -> serde_json::Value {
             json!({
                 "node": &*n.name, "state": n.state.as_str(), "why": n.why,
                 "fencedBy": n.fenced_by.map(|f| f.describe()),
-                "deadAt": n.dead_at.map(|t| t.to_string()),
+                "deadAt": n.dead_at.get().map(|t| t.to_string()),
                 "leftAlone": n.hold.as_ref().map(|h| json!({
                     "reason": h.code(), "message": h.describe(&n.name),
                 })),

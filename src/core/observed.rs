@@ -655,13 +655,13 @@ pub mod fixtures {
             excluded: false,
             deleted: false,
             fenced_by: None,
-            dead_at: None,
+            dead_at: Stamp::NONE,
             why: "".into(),
-            lease_renewed: None,
+            lease_renewed: Stamp::NONE,
             held_alive: None,
             death: None,
             hold: None,
-            shutdown_seen: None,
+            shutdown_seen: Stamp::NONE,
         }
     }
 

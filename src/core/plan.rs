@@ -96,7 +96,7 @@ pub fn plan(observed: &Observed, policy: &ValidatedPolicy, now: Timestamp) -> Pl
                 counts.dead_nodes += 1;
             }
         }
-        deadlines.extend(summary.dead_at.filter(|t| *t > now));
+        deadlines.extend(summary.dead_at.get().filter(|t| *t > now));
         if let Some(NodeHold::ShuttingDown { until, .. }) = summary.hold.as_deref() {
             deadlines.push(*until);
         }

@@ -33,6 +33,20 @@ impl Stamp {
     pub fn is_none(self) -> bool {
         self.0 == UNSET
     }
+
+    /// `at` rounded up to the microsecond: for an instant something may happen at (a deadline,
+    /// the start of a grace), kept never earlier than it was, so that a wake-up for it is not
+    /// early and a grace from it is not shorter. Exact for our clock's instants and the API
+    /// server's stamps; jiff's very last second is kept as its first microsecond, as by `from`.
+    pub fn at_or_after(at: Timestamp) -> Stamp {
+        let down = Stamp::from(at);
+        match down.get() {
+            Some(kept) if kept < at && Timestamp::from_microsecond(down.0 + 1).is_ok() => {
+                Stamp(down.0 + 1)
+            }
+            _ => down,
+        }
+    }
 }
 
 impl Default for Stamp {
@@ -115,6 +129,21 @@ mod tests {
             assert_eq!(stamp.is_none(), given.is_none(), "{given:?}");
             assert_eq!(format!("{stamp:?}"), format!("{kept:?}"));
         }
+    }
+
+    #[test]
+    fn rounds_up_where_an_instant_must_not_come_early() {
+        let cases = [
+            ("2026-11-28T17:00:01.123456Z", "2026-11-28T17:00:01.123456Z"),
+            ("2026-11-28T17:00:01.123456001Z", "2026-11-28T17:00:01.123457Z"),
+            ("2026-11-28T17:00:01.123456999Z", "2026-11-28T17:00:01.123457Z"),
+            ("1969-12-31T23:59:59.9999995Z", "1970-01-01T00:00:00Z"),
+            ("1969-12-31T23:59:59.999998Z", "1969-12-31T23:59:59.999998Z"),
+        ];
+        for (given, kept) in cases {
+            assert_eq!(Stamp::at_or_after(ts(given)).get(), Some(ts(kept)), "{given}");
+        }
+        assert_eq!(Stamp::at_or_after(Timestamp::MIN).get(), Some(Timestamp::MIN));
     }
 
     #[test]

@@ -14,6 +14,7 @@
 
 use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::hash::Hash;
 use std::sync::Arc;
 
 use jiff::Timestamp;
@@ -81,11 +82,12 @@ impl WatchedKind {
 }
 
 /// A kubelet Lease as remembered: its `renewTime` (the kubelet's clock, for people) and when we
-/// saw that value arrive (our clock, for decisions).
+/// saw that value arrive (our clock, for decisions). Both always set, each in a [`Stamp`]'s 8
+/// bytes (a `renewTime` is a `MicroTime`, our clock reads microseconds): 24 bytes a Lease, not 40.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LeaseRecord {
-    pub renewed: Timestamp,
-    pub seen: Timestamp,
+    pub renewed: Stamp,
+    pub seen: Stamp,
     /// Only listed, never seen changing: its `seen` is the list's instant, not a renewal's, so
     /// it does not count as a renewing kubelet for droughts.
     pub listed_only: bool,
@@ -116,33 +118,34 @@ pub enum Change {
 }
 
 /// One kind's records by key, and the shadow copy a (re)list fills before it replaces them
-/// (so that objects deleted while the watch was down disappear).
+/// (so that objects deleted while the watch was down disappear). Keyed by `String` unless said
+/// otherwise: the nodes' and Leases' by the node's name, shared with the node's record.
 #[derive(Debug)]
-struct Store<V> {
-    live: HashMap<String, V>,
-    relist: Option<HashMap<String, V>>,
+struct Store<V, K = String> {
+    live: HashMap<K, V>,
+    relist: Option<HashMap<K, V>>,
 }
 
-impl<V> Default for Store<V> {
+impl<V, K> Default for Store<V, K> {
     fn default() -> Self {
         Store { live: HashMap::new(), relist: None }
     }
 }
 
-impl<V: PartialEq> Store<V> {
+impl<V: PartialEq, K: Hash + Eq + Borrow<str>> Store<V, K> {
     /// Records `value`: into the (re)list being collected, or live. Returns whether the live
     /// records changed in a way `same` cannot tell apart (never during a relist).
-    fn put_with(&mut self, key: String, value: V, same: impl Fn(&V, &V) -> bool) -> Change {
+    fn put_with(&mut self, key: K, value: V, same: impl Fn(&V, &V) -> bool) -> Change {
         if let Some(relist) = self.relist.as_mut() {
             relist.insert(key, value);
             return Change::None;
         }
-        let changed = self.live.get(&key).is_none_or(|old| !same(old, &value));
+        let changed = self.live.get(key.borrow()).is_none_or(|old| !same(old, &value));
         self.live.insert(key, value);
         if changed { Change::Relevant } else { Change::None }
     }
 
-    fn put(&mut self, key: String, value: V) -> Change {
+    fn put(&mut self, key: K, value: V) -> Change {
         self.put_with(key, value, |a, b| a == b)
     }
 
@@ -155,6 +158,18 @@ impl<V: PartialEq> Store<V> {
         }
         if self.live.remove(key).is_some() { Change::Relevant } else { Change::None }
     }
+
+    /// The key of the record `key` names, live or being listed, if there is one: its shared
+    /// copy, so that a new event for it allocates no key.
+    fn key_of(&self, key: &str) -> Option<&K> {
+        fn found<'m, K: Hash + Eq + Borrow<str>, V>(
+            m: &'m HashMap<K, V>,
+            key: &str,
+        ) -> Option<&'m K> {
+            m.get_key_value(key).map(|(k, _)| k)
+        }
+        self.relist.as_ref().and_then(|m| found(m, key)).or_else(|| found(&self.live, key))
+    }
 }
 
 /// What a (re)list does to one kind's records, whatever they are.
@@ -163,7 +178,7 @@ trait Relist {
     fn finish(&mut self);
 }
 
-impl<V> Relist for Store<V> {
+impl<V, K> Relist for Store<V, K> {
     fn start(&mut self) {
         self.relist = Some(HashMap::new());
     }
@@ -179,10 +194,10 @@ impl<V> Relist for Store<V> {
 pub struct ClusterState {
     /// Each with its Lease's instants joined in, as the Lease store has them (see
     /// [`ClusterState::join_lease`]).
-    nodes: Store<Arc<NodeView>>,
+    nodes: Store<Arc<NodeView>, Arc<str>>,
     /// The one copy of each node label key and value, and of the kept pods' repeated strings.
     strings: Interner,
-    leases: Store<LeaseRecord>,
+    leases: Store<LeaseRecord, Arc<str>>,
     /// The pods kept (Terminating, left not Ready, failed by a shutdown, Ready on a node that is
     /// not), by UID: each view behind an `Arc`, so that the table's spare buckets cost a pointer,
     /// not a record (a zone's outage keeps tens of thousands), and the planner's input shares
@@ -291,7 +306,7 @@ impl ClusterState {
         }
         if kind.restarts_evidence() {
             // Nodes listed while Leases changed, or Leases relisted under the nodes.
-            let names: Vec<String> = self.nodes.live.keys().cloned().collect();
+            let names: Vec<Arc<str>> = self.nodes.live.keys().cloned().collect();
             for name in names {
                 self.join_lease(&name);
             }
@@ -318,9 +333,9 @@ impl ClusterState {
         view.labels = self.strings.node_labels(&view.labels);
         // One copy of the name for the record, the plans and the hostname label.
         self.strings.share(&mut view.observation.name);
-        let name = view.observation.name.to_string();
+        let name = view.observation.name.clone();
         // A Node re-created under the same name is a new node, not the deleted one.
-        self.tombstones.remove(&name);
+        self.tombstones.remove(&*name);
         let before = self.nodes.live.get(&name).filter(|b| b.control.uid == view.control.uid);
         let was_ready = before.map(|b| b.observation.readiness == Readiness::Ready);
         let last_outage = before.and_then(|b| b.control.rare.last_outage);
@@ -497,14 +512,29 @@ impl ClusterState {
         let Some(renewed) = renewed else { return change };
         let listing = self.leases.relist.is_some();
         let record = match self.leases.live.get(name) {
-            Some(old) if old.renewed == renewed => LeaseRecord { duration_s, ..*old },
-            Some(_) => LeaseRecord { renewed, seen: now, listed_only: false, duration_s },
-            None => LeaseRecord { renewed, seen: now, listed_only: listing, duration_s },
+            Some(old) if old.renewed == Stamp::from(renewed) => LeaseRecord { duration_s, ..*old },
+            Some(_) => LeaseRecord {
+                renewed: renewed.into(),
+                seen: now.into(),
+                listed_only: false,
+                duration_s,
+            },
+            None => LeaseRecord {
+                renewed: renewed.into(),
+                seen: now.into(),
+                listed_only: listing,
+                duration_s,
+            },
+        };
+        // One copy of the name for the Lease's record and its node's: a renewal allocates none.
+        let key = match self.leases.key_of(name) {
+            Some(key) => key.clone(),
+            None => self.strings.intern(name),
         };
         if listing {
-            return self.leases.put(name.to_string(), record);
+            return self.leases.put(key, record);
         }
-        self.leases.put(name.to_string(), record);
+        self.leases.put(key, record);
         self.join_lease(name);
         // A renewal only matters for a node that is not Ready: it postpones its death.
         let node_ready =
@@ -812,8 +842,8 @@ impl ClusterState {
     /// [`ClusterState::evidence_since`]. Returns whether the reading changed.
     pub fn refresh_evidence(&mut self, now: Timestamp) -> Change {
         self.prune_tombstones(now);
-        let renewals =
-            self.leases.live.values().filter(|l| !l.listed_only).map(|l| (l.seen, l.duration_s));
+        let renewals = self.leases.live.values().filter(|l| !l.listed_only);
+        let renewals = renewals.filter_map(|l| Some((l.seen.get()?, l.duration_s)));
         let drought = lease_drought(renewals, now);
         if self.sync.window.drought(now, drought) { Change::Relevant } else { Change::None }
     }
@@ -954,8 +984,8 @@ fn set_lease(observation: &mut NodeObservation, lease: Option<LeaseRecord>) {
 /// them.
 fn lease_fields(lease: Option<LeaseRecord>) -> (Stamp, Stamp, Option<u16>) {
     (
-        lease.map(|l| l.renewed).into(),
-        lease.map(|l| l.seen).into(),
+        lease.map_or(Stamp::NONE, |l| l.renewed),
+        lease.map_or(Stamp::NONE, |l| l.seen),
         lease.and_then(|l| l.duration_s),
     )
 }
@@ -984,6 +1014,27 @@ fn same_node_evidence(a: &NodeView, b: &NodeView) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lease_is_remembered_in_24_bytes_under_its_nodes_name() {
+        assert_eq!(std::mem::size_of::<LeaseRecord>(), 24);
+        // The Lease's record and its node's share one copy of the name.
+        let mut s = synced(0, &[("n1", "True")]);
+        s.apply_lease("n1", Some(at(1)), at(1));
+        s.apply_lease("n1", Some(at(2)), at(2));
+        let (node_key, _) = s.nodes.live.get_key_value("n1").expect("node kept");
+        let (lease_key, lease) = s.leases.live.get_key_value("n1").expect("lease kept");
+        assert!(Arc::ptr_eq(node_key, lease_key), "one copy of the name");
+        assert_eq!((lease.renewed.get(), lease.seen.get()), (Some(at(2)), Some(at(2))));
+        let view = s.nodes.live.get("n1").expect("node kept");
+        assert!(Arc::ptr_eq(node_key, &view.observation.name), "the record's name too");
+        // A Lease seen before its node: the node takes the Lease's copy.
+        s.apply_lease("n2", Some(at(3)), at(3));
+        s.apply_node(&node("n2", "True"), at(4));
+        let (node_key, _) = s.nodes.live.get_key_value("n2").expect("node kept");
+        let (lease_key, _) = s.leases.live.get_key_value("n2").expect("lease kept");
+        assert!(Arc::ptr_eq(node_key, lease_key), "one copy of the name, the Lease's first");
+    }
 
     fn at(s: i64) -> Timestamp {
         Timestamp::from_second(1_800_000_000 + s).expect("test instant")

@@ -69,7 +69,7 @@ pub fn shutdown_pods(
                 owner: pod.owner_key(),
                 reason: why,
                 threshold: due,
-                shutdown_seen: node.shutdown_seen,
+                shutdown_seen: node.shutdown_seen.get(),
             },
             shutdown_reason: reason.to_string(),
             seen,

@@ -86,7 +86,7 @@ pub fn release_terminating_pods(
             owner: pod.owner_key(),
             reason,
             threshold,
-            shutdown_seen: node.shutdown_seen,
+            shutdown_seen: node.shutdown_seen.get(),
         };
         let action = match gate {
             Gate::Blocked(reason, deadline) => {
@@ -97,7 +97,7 @@ pub fn release_terminating_pods(
                 Ok(Action::ForceDelete(ForceDelete {
                     pod: target(reason, threshold),
                     blocks_rollout: pod.blocks_rollout.as_deref().cloned(),
-                    lease_renewed: node.lease_renewed,
+                    lease_renewed: node.lease_renewed.get(),
                     fencing_required,
                     live: pod.live_deletion().filter(|_| live_node),
                     death: node.death.as_deref().cloned().filter(|_| !live_node),

@@ -47,7 +47,7 @@ pub fn evaluate(
     }
     match summary.state {
         NodeState::Dead => {
-            if let Some(dead_at) = summary.dead_at {
+            if let Some(dead_at) = summary.dead_at.get() {
                 on_dead_node(view, summary, dead_at, policy, acted, now, found);
             }
         }
@@ -86,9 +86,9 @@ fn on_dead_node(
                 uid: control.uid.clone(),
                 reason: format!("{why}; node {} {}", obs.name, summary.why),
                 threshold: at,
-                shutdown_seen: summary.shutdown_seen,
+                shutdown_seen: summary.shutdown_seen.get(),
             },
-            lease_renewed: summary.lease_renewed,
+            lease_renewed: summary.lease_renewed.get(),
             epoch: dead_at,
             death: summary.death.as_deref().cloned(),
         }));

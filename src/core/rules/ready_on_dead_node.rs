@@ -82,10 +82,10 @@ pub fn ready_on_dead_nodes(
                     node: node_name.to_string(),
                     owner: pod.owner_key(),
                     reason: format!("{note} (readyOnDeadNode.markNotReady)"),
-                    threshold: node.dead_at.unwrap_or(now),
-                    shutdown_seen: node.shutdown_seen,
+                    threshold: node.dead_at.get().unwrap_or(now),
+                    shutdown_seen: node.shutdown_seen.get(),
                 },
-                lease_renewed: node.lease_renewed,
+                lease_renewed: node.lease_renewed.get(),
                 death: node.death.as_deref().cloned(),
             }));
         }
@@ -96,7 +96,7 @@ pub fn ready_on_dead_nodes(
             node: node_name.to_string(),
             owner: pod.owner_key(),
             ready_since,
-            node_dead_since: node.dead_at,
+            node_dead_since: node.dead_at.get(),
             note,
         });
     }

@@ -64,9 +64,9 @@ pub fn gate(
     let fenced = requirement.is_none() || node.fenced_by.is_some();
     if node.state != NodeState::Dead {
         // When the node dies, the pod can go at the later of the two instants (if fenced).
-        let ready_at = node.dead_at.filter(|_| fenced).map(|t| t.max(due));
+        let ready_at = node.dead_at.get().filter(|_| fenced).map(|t| t.max(due));
         return Gate::Blocked(
-            NotEligible::NodeNotDead { until: node.dead_at, why: node.why.to_string() },
+            NotEligible::NodeNotDead { until: node.dead_at.get(), why: node.why.to_string() },
             ready_at,
         );
     }
@@ -76,7 +76,7 @@ pub fn gate(
     if now < due {
         return Gate::Blocked(NotEligible::WithinDelay { until: due }, Some(due));
     }
-    let threshold = node.dead_at.map_or(due, |t| t.max(due));
+    let threshold = node.dead_at.get().map_or(due, |t| t.max(due));
     let reason = reason(pod, node, requirement, release, deleted_at, due);
     // A finalizer keeps the pod whatever the delete: release it only by removing allowlisted
     // finalizers (the force delete comes next, once none is left). A Job's own tracking

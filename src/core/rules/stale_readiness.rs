@@ -140,7 +140,7 @@ pub fn stale_pods(
                         owner: pod.owner_key(),
                         reason: why.clone(),
                         threshold: due,
-                        shutdown_seen: node.shutdown_seen,
+                        shutdown_seen: node.shutdown_seen.get(),
                     },
                     outage,
                     stale_seen: pod.stale_seen.unwrap_or(outage.from),
