@@ -158,18 +158,6 @@ impl<V: PartialEq, K: Hash + Eq + Borrow<str>> Store<V, K> {
         }
         if self.live.remove(key).is_some() { Change::Relevant } else { Change::None }
     }
-
-    /// The key of the record `key` names, live or being listed, if there is one: its shared
-    /// copy, so that a new event for it allocates no key.
-    fn key_of(&self, key: &str) -> Option<&K> {
-        fn found<'m, K: Hash + Eq + Borrow<str>, V>(
-            m: &'m HashMap<K, V>,
-            key: &str,
-        ) -> Option<&'m K> {
-            m.get_key_value(key).map(|(k, _)| k)
-        }
-        self.relist.as_ref().and_then(|m| found(m, key)).or_else(|| found(&self.live, key))
-    }
 }
 
 /// What a (re)list does to one kind's records, whatever they are.
@@ -511,26 +499,18 @@ impl ClusterState {
         let change = if restarted { Change::Relevant } else { Change::None };
         let Some(renewed) = renewed else { return change };
         let listing = self.leases.relist.is_some();
-        let record = match self.leases.live.get(name) {
-            Some(old) if old.renewed == Stamp::from(renewed) => LeaseRecord { duration_s, ..*old },
-            Some(_) => LeaseRecord {
+        let old = self.leases.live.get(name).copied();
+        let record = match old {
+            Some(old) if old.renewed == Stamp::from(renewed) => LeaseRecord { duration_s, ..old },
+            _ => LeaseRecord {
                 renewed: renewed.into(),
                 seen: now.into(),
-                listed_only: false,
-                duration_s,
-            },
-            None => LeaseRecord {
-                renewed: renewed.into(),
-                seen: now.into(),
-                listed_only: listing,
+                listed_only: listing && old.is_none(),
                 duration_s,
             },
         };
-        // One copy of the name for the Lease's record and its node's: a renewal allocates none.
-        let key = match self.leases.key_of(name) {
-            Some(key) => key.clone(),
-            None => self.strings.intern(name),
-        };
+        // The interned name, as its node's record holds it: a renewal allocates no key.
+        let key = self.strings.intern(name);
         if listing {
             return self.leases.put(key, record);
         }
