@@ -111,7 +111,7 @@ pub fn node_observation(node: &Node, lease: Option<&Lease>) -> NodeObservation {
             .and_then(|s| s.taints.as_ref())
             .map(|taints| taints.iter().map(|t| format!("{}:{}", t.key, t.effect)).collect())
             .unwrap_or_default(),
-        volumes_in_use: status.and_then(|s| s.volumes_in_use.clone()).unwrap_or_default(),
+        volumes_in_use: status.and_then(|s| s.volumes_in_use.clone()).unwrap_or_default().into(),
     }
 }
 
@@ -128,7 +128,7 @@ pub fn node_view(node: &Node) -> NodeView {
     NodeView {
         observation: node_observation(node, None),
         control: NodeControl {
-            uid: meta.uid.clone().unwrap_or_default(),
+            uid: meta.uid.as_deref().unwrap_or_default().into(),
             control_plane: CONTROL_PLANE_LABELS
                 .iter()
                 .any(|l| labels.is_some_and(|labels| labels.contains_key(*l))),
@@ -168,7 +168,7 @@ pub fn managed_by(node: &Node) -> Option<ManagedBy> {
         OTHER_TOOLS
             .iter()
             .find(|tool| key.starts_with(tool.prefix))
-            .map(|tool| ManagedBy { tool: tool.name, marker: key.clone() })
+            .map(|tool| ManagedBy { tool: tool.name, marker: key.as_str().into() })
     })
 }
 
@@ -295,7 +295,7 @@ fn record(
         view: PodView {
             namespace: meta.namespace.as_deref().unwrap_or_default().into(),
             name: meta.name.clone().unwrap_or_default(),
-            uid: meta.uid.clone().unwrap_or_default(),
+            uid: meta.uid.as_deref().unwrap_or_default().into(),
             node_name: spec.and_then(|s| s.node_name.as_deref()).map(Arc::from),
             labels: meta.labels.iter().flatten().collect(),
             namespace_labels: Default::default(),
@@ -505,7 +505,7 @@ mod tests {
         assert_eq!(obs.ready_transition, Some("2026-01-01T00:00:00Z".parse().expect("ts")));
         assert_eq!(obs.lease_renewed, Some("2026-01-01T00:00:01.5Z".parse().expect("ts")));
         assert!(obs.unschedulable);
-        assert_eq!(obs.taints, vec!["node.kubernetes.io/unreachable:NoExecute".to_string()]);
+        assert_eq!(*obs.taints, ["node.kubernetes.io/unreachable:NoExecute".to_string()]);
     }
 
     #[test]
@@ -716,7 +716,7 @@ mod tests {
         ];
         for (case, json, want) in table {
             let got = tool(json);
-            assert_eq!(got.as_ref().map(|(t, m)| (*t, m.as_str())), want, "{case}");
+            assert_eq!(got.as_ref().map(|(t, m)| (*t, &**m)), want, "{case}");
         }
         let conditions = |c: serde_json::Value| {
             lifecycle(&node(serde_json::json!({"status": {"conditions": c}})))

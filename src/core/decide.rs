@@ -283,7 +283,7 @@ mod tests {
         o.not_ready_seen = (!ready).then_some(midnight).into();
         (o.lease_renewed, o.lease_seen) = (midnight.into(), midnight.into());
         node.labels = [(ZONE_LABEL, name)].into_iter().collect();
-        node.control.uid = format!("uid-{name}");
+        node.control.uid = format!("uid-{name}").into();
         node
     }
 

@@ -92,7 +92,7 @@ pub fn diagnose(pod: &PodView, node: &NodeObservation) -> StuckCause {
     } else if !pod.running_containers.is_empty() {
         StuckCause::ContainersRunning { names: pod.running_containers.clone() }
     } else {
-        StuckCause::KubeletNotFinishing { volumes_in_use: node.volumes_in_use.clone() }
+        StuckCause::KubeletNotFinishing { volumes_in_use: node.volumes_in_use.to_vec() }
     }
 }
 
@@ -108,7 +108,7 @@ mod tests {
     fn most_specific_cause_first() {
         let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         let node = |volumes: &[&str]| NodeObservation {
-            volumes_in_use: strings(volumes),
+            volumes_in_use: strings(volumes).into(),
             ..NodeView::deleted_unknown("n1").observation
         };
         // (case, finalizers, running, volumes in use, want code, want in detail)

@@ -52,6 +52,7 @@ pub mod selector;
 pub mod stamp;
 pub mod status;
 pub mod storm;
+pub mod uid;
 pub mod verdict;
 pub mod zones;
 

@@ -552,8 +552,8 @@ mod tests {
             seen_from_stamps: false,
             not_ready_from_stamp: false,
             unschedulable: false,
-            taints: vec![],
-            volumes_in_use: vec![],
+            taints: Box::default(),
+            volumes_in_use: Box::default(),
         };
         let secs = |s| Some(SignedDuration::from_secs(s));
         struct Row {
@@ -858,7 +858,7 @@ mod tests {
                     not_ready_from_stamp: false,
                     unschedulable: false,
                     taints: r.taints.iter().map(|t| t.to_string()).collect(),
-                    volumes_in_use: vec![],
+                    volumes_in_use: Box::default(),
                 },
                 labels: Default::default(),
                 excluded: false,
@@ -890,7 +890,8 @@ mod tests {
         view.observation.taints = vec![
             format!("{OUT_OF_SERVICE_TAINT}:NoExecute"),
             format!("{SHUTDOWN_TAINT}:NoSchedule"),
-        ];
+        ]
+        .into();
         let got = summarize_node(&view, &p, Some(now), now);
         assert_eq!((got.state, got.fenced_by), (NodeState::Dead, None));
     }

@@ -56,7 +56,7 @@ pub fn new_node_notices(
             .nodes
             .iter()
             .find(|v| v.observation.name == node.name)
-            .map(|v| v.control.uid.clone())
+            .map(|v| v.control.uid.to_string())
             .unwrap_or_default();
         notices.push(NodeNotice {
             node: node.name.to_string(),

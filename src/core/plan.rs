@@ -442,8 +442,8 @@ mod tests {
                 seen_from_stamps: false,
                 not_ready_from_stamp: false,
                 unschedulable: false,
-                taints: vec![],
-                volumes_in_use: vec![],
+                taints: Box::default(),
+                volumes_in_use: Box::default(),
             },
             // A topology zone of its own, so that the zone guard holds nothing here unless a
             // test says so.
@@ -459,7 +459,7 @@ mod tests {
         PodView {
             namespace: "default".into(),
             name: name.into(),
-            uid: format!("uid-{name}"),
+            uid: format!("uid-{name}").into(),
             node_name: Some(node.into()),
             labels: labels(&[("app", "web")]).into(),
             namespace_labels: Arc::new(labels(&[("kubernetes.io/metadata.name", "default")])),
@@ -794,7 +794,8 @@ mod tests {
         for Row { case, spec: spec_fn, pod: pod_fn, observed: obs_fn, want } in table {
             let p = policy(spec_fn);
             let mut oos = node("n-oos", "dead");
-            oos.observation.taints = vec!["node.kubernetes.io/out-of-service:NoExecute".into()];
+            oos.observation.taints =
+                vec!["node.kubernetes.io/out-of-service:NoExecute".into()].into();
             let mut the_pod = pod("p", "n-dead");
             pod_fn(&mut the_pod);
             let mut obs = observed(
@@ -824,7 +825,7 @@ mod tests {
         sts.owner =
             Some(OwnerRef { kind: "StatefulSet".into(), name: "db".into(), uid: "sts-uid".into() });
         let mut oos = node("n-oos", "dead");
-        oos.observation.taints = vec!["node.kubernetes.io/out-of-service:NoExecute".into()];
+        oos.observation.taints = vec!["node.kubernetes.io/out-of-service:NoExecute".into()].into();
         let plan = plan(&observed(vec![oos], vec![sts]), &policy(|_| {}), now());
         let [Action::ForceDelete(fd)] = plan.actions.as_slice() else {
             panic!("one action: {plan:?}")

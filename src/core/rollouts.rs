@@ -140,7 +140,7 @@ pub fn blocked_rollouts(
                 BlockingPod {
                     namespace: p.namespace.to_string(),
                     name: p.name.clone(),
-                    uid: p.uid.clone(),
+                    uid: p.uid.to_string(),
                     node,
                     cause,
                 }
@@ -213,7 +213,7 @@ mod tests {
         PodView {
             namespace: "ns".into(),
             name: name.into(),
-            uid: format!("uid-{name}"),
+            uid: format!("uid-{name}").into(),
             node_name: Some(node.into()),
             labels: Default::default(),
             namespace_labels: Arc::default(),

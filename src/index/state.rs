@@ -321,6 +321,10 @@ impl ClusterState {
         view.labels = self.strings.node_labels(&view.labels);
         // One copy of the name for the record, the plans and the hostname label.
         self.strings.share(&mut view.observation.name);
+        // The tool's key is the same on every node it manages (often one of their labels).
+        if let Some(managed) = view.control.managed_by.as_mut() {
+            self.strings.share(&mut managed.marker);
+        }
         let name = view.observation.name.clone();
         // A Node re-created under the same name is a new node, not the deleted one.
         self.tombstones.remove(&*name);
@@ -454,7 +458,7 @@ impl ClusterState {
             set_lease(&mut view.observation, None);
             view.deleted = true;
             // Ours for good: the mark outlives the storm guard's window of our deletions.
-            let ours = self.own_node_deletions.get(&view.control.uid).copied();
+            let ours = self.own_node_deletions.get(view.control.uid.as_str()).copied();
             view.control.rare.update(|r| r.deleted_by_us = ours);
             self.tombstones.insert(name.to_string(), (view, now));
         }
@@ -841,7 +845,9 @@ impl ClusterState {
                 .rare
                 .deleted_by_us
                 .is_some_and(|at| now.duration_since(at) < OWN_DELETIONS_COUNT_FOR);
-            referenced.contains(name.as_str()) || own.contains_key(&view.control.uid) || counted
+            referenced.contains(name.as_str())
+                || own.contains_key(view.control.uid.as_str())
+                || counted
         });
     }
 
@@ -854,7 +860,7 @@ impl ClusterState {
                 .control
                 .rare
                 .deleted_by_us
-                .or(self.own_node_deletions.get(&view.control.uid).copied());
+                .or(self.own_node_deletions.get(view.control.uid.as_str()).copied());
             let counted = ours.is_some_and(|at| now.duration_since(at) < OWN_DELETIONS_COUNT_FOR);
             if !referenced.contains(name.as_str()) && !counted {
                 return None;
@@ -1549,7 +1555,7 @@ mod tests {
                 observed
                     .repaired
                     .iter()
-                    .map(|r| (r.view.uid.clone(), r.view.stale_seen, r.repaired_at))
+                    .map(|r| (r.view.uid.to_string(), r.view.stale_seen, r.repaired_at))
                     .collect()
             };
         // (case, the pod's updates (Ready status, deleting, seen at), observed at, want)

@@ -211,8 +211,8 @@ mod tests {
                 seen_from_stamps: false,
                 not_ready_from_stamp: false,
                 unschedulable: false,
-                taints: vec![],
-                volumes_in_use: vec![],
+                taints: Box::default(),
+                volumes_in_use: Box::default(),
             },
             labels: Default::default(),
             excluded: false,
@@ -328,7 +328,8 @@ mod tests {
         };
         let oos = {
             let mut n = dead.clone();
-            n.observation.taints = vec!["node.kubernetes.io/out-of-service:NoExecute".into()];
+            n.observation.taints =
+                vec!["node.kubernetes.io/out-of-service:NoExecute".into()].into();
             n
         };
         struct Row {

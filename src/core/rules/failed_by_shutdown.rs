@@ -64,7 +64,7 @@ pub fn shutdown_pods(
             pod: PodTarget {
                 namespace: pod.namespace.to_string(),
                 name: pod.name.clone(),
-                uid: pod.uid.clone(),
+                uid: pod.uid.to_string(),
                 node: node_name.to_string(),
                 owner: pod.owner_key(),
                 reason: why,
@@ -105,7 +105,7 @@ mod tests {
             ("another reason: not kept as one", true, |p, _| p.shutdown_reason = None, 600, false, None),
             ("being deleted already", true, |p, _| p.deletion_timestamp = Some(t(0)), 600, false, None),
             ("excluded", true, |p, _| p.excluded = true, 600, false, None),
-            ("recorded already (DryRun)", true, |p, o| { o.acted_pods.insert(p.uid.clone()); }, 600, false, None),
+            ("recorded already (DryRun)", true, |p, o| { o.acted_pods.insert(p.uid.to_string()); }, 600, false, None),
             ("on a node out of scope", true, |p, _| p.node_name = Some("n9".into()), 600, false, None),
             ("evidence not trusted", true, |_, o| o.watch_synced_at = None, 600, false, None),
         ];

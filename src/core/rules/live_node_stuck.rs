@@ -52,7 +52,7 @@ pub fn gate(
     let stuck = StuckPod {
         namespace: pod.namespace.to_string(),
         name: pod.name.clone(),
-        uid: pod.uid.clone(),
+        uid: pod.uid.to_string(),
         node: node.name.to_string(),
         owner: pod.owner_key(),
         cause: cause.clone(),

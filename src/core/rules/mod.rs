@@ -81,7 +81,7 @@ pub fn release_terminating_pods(
         let target = |reason, threshold| PodTarget {
             namespace: pod.namespace.to_string(),
             name: pod.name.clone(),
-            uid: pod.uid.clone(),
+            uid: pod.uid.to_string(),
             node: node_name.to_string(),
             owner: pod.owner_key(),
             reason,
@@ -129,7 +129,7 @@ pub fn release_terminating_pods(
         found.decisions.push(PodDecision {
             namespace: pod.namespace.to_string(),
             name: pod.name.clone(),
-            uid: pod.uid.clone(),
+            uid: pod.uid.to_string(),
             node: node_name.to_string(),
             owner: pod.owner_key(),
             verdict,

@@ -83,7 +83,7 @@ fn on_dead_node(
             kind,
             node: NodeTarget {
                 name: obs.name.to_string(),
-                uid: control.uid.clone(),
+                uid: control.uid.to_string(),
                 reason: format!("{why}; node {} {}", obs.name, summary.why),
                 threshold: at,
                 shutdown_seen: summary.shutdown_seen.get(),
@@ -172,7 +172,7 @@ fn undo(
         kind: NodeActionKind::Undo,
         node: NodeTarget {
             name: view.observation.name.to_string(),
-            uid: control.uid.clone(),
+            uid: control.uid.to_string(),
             reason: format!(
                 "Ready again since {ready_since} for undoAfter {}: our own cordon and taint come \
                  off",
@@ -254,8 +254,8 @@ mod tests {
                 seen_from_stamps: false,
                 not_ready_from_stamp: false,
                 unschedulable: false,
-                taints: vec![],
-                volumes_in_use: vec![],
+                taints: Box::default(),
+                volumes_in_use: Box::default(),
             },
             labels: Default::default(),
             excluded: false,
@@ -285,7 +285,7 @@ mod tests {
             n
         };
         let shutdown = |n: &mut NodeView| {
-            n.observation.taints = vec![format!("{SHUTDOWN_TAINT}:NoSchedule")];
+            n.observation.taints = vec![format!("{SHUTDOWN_TAINT}:NoSchedule")].into();
         };
         let table = [
             Row {
@@ -320,7 +320,7 @@ mod tests {
                 case: "our own taint is no fencing for deleting the Node",
                 node: with(&|n| {
                     n.observation.unschedulable = true;
-                    n.observation.taints = vec![format!("{OUT_OF_SERVICE_TAINT}:NoExecute")];
+                    n.observation.taints = vec![format!("{OUT_OF_SERVICE_TAINT}:NoExecute")].into();
                     n.control.rare.update(|r| r.record.cordoned = Some(t(50)));
                     n.control.rare.update(|r| r.record.tainted = Some(t(60)));
                 }),
@@ -334,7 +334,7 @@ mod tests {
                     n.observation.unschedulable = true;
                     n.control.rare.update(|r| r.record.cordoned = Some(t(50)));
                     n.control.rare.update(|r| r.record.tainted = Some(t(70)));
-                    n.observation.taints = vec![format!("{OUT_OF_SERVICE_TAINT}:NoExecute")];
+                    n.observation.taints = vec![format!("{OUT_OF_SERVICE_TAINT}:NoExecute")].into();
                 }),
                 assume_off: true,
                 at: 100,
@@ -372,7 +372,7 @@ mod tests {
                 case: "already cordoned and tainted (by anyone): only delete left",
                 node: with(&|n| {
                     n.observation.unschedulable = true;
-                    n.observation.taints = vec![format!("{OUT_OF_SERVICE_TAINT}:NoExecute")];
+                    n.observation.taints = vec![format!("{OUT_OF_SERVICE_TAINT}:NoExecute")].into();
                 }),
                 assume_off: true,
                 at: 100,

@@ -78,7 +78,7 @@ pub fn ready_on_dead_nodes(
                 pod: PodTarget {
                     namespace: pod.namespace.to_string(),
                     name: pod.name.clone(),
-                    uid: pod.uid.clone(),
+                    uid: pod.uid.to_string(),
                     node: node_name.to_string(),
                     owner: pod.owner_key(),
                     reason: format!("{note} (readyOnDeadNode.markNotReady)"),
@@ -92,7 +92,7 @@ pub fn ready_on_dead_nodes(
         found.pods.push(ReadyOnDeadPod {
             namespace: pod.namespace.to_string(),
             name: pod.name.clone(),
-            uid: pod.uid.clone(),
+            uid: pod.uid.to_string(),
             node: node_name.to_string(),
             owner: pod.owner_key(),
             ready_since,

@@ -129,7 +129,7 @@ pub fn selected_kind(
     if !policy.pod_selector.matches(&pod.labels) {
         return Err(NotEligible::PodNotSelected);
     }
-    if observed.acted_pods.contains(&pod.uid) {
+    if observed.acted_pods.contains(pod.uid.as_str()) {
         return Err(NotEligible::AlreadyActed);
     }
     Ok(kind)

@@ -135,7 +135,7 @@ pub fn stale_pods(
                     pod: PodTarget {
                         namespace: pod.namespace.to_string(),
                         name: pod.name.clone(),
-                        uid: pod.uid.clone(),
+                        uid: pod.uid.to_string(),
                         node: node_name.to_string(),
                         owner: pod.owner_key(),
                         reason: why.clone(),
@@ -151,7 +151,7 @@ pub fn stale_pods(
         found.stale.push(StalePod {
             namespace: pod.namespace.to_string(),
             name: pod.name.clone(),
-            uid: pod.uid.clone(),
+            uid: pod.uid.to_string(),
             node: node_name.to_string(),
             owner: pod.owner_key(),
             ready_false_since: since,
@@ -219,7 +219,7 @@ fn repaired_while_waiting(
     Some(RepairedStale {
         namespace: pod.namespace.to_string(),
         name: pod.name.clone(),
-        uid: pod.uid.clone(),
+        uid: pod.uid.to_string(),
         node: node_name.to_string(),
         repaired_at: at,
         note,
