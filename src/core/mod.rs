@@ -9,8 +9,9 @@
 //! did in the history ([`PolicyHistory::after_commit`]), requeue at [`Decision::wake_at`].
 //!
 //! By concept, from the bottom up (no module imports one above it):
-//! - the inputs: [`observed`] (pods, nodes, workloads, past actions), [`policy`] (the validated
-//!   spec), [`evidence`] (since when evidence is trusted);
+//! - the inputs: [`observed`] (pods, nodes, workloads, past actions; their instants in
+//!   [`stamp`]s, their UIDs in [`uid`]s), [`policy`] (the validated spec), [`evidence`] (since
+//!   when evidence is trusted);
 //! - the judgements of the inputs: [`node`] (alive, dying, dead, fenced), [`rollouts`] (which
 //!   rollouts Terminating pods block), [`live_node_cause`] (why a pod is stuck on a live node);
 //! - the vocabulary of decisions: [`verdict`] (why a pod is or is not released), [`action`] (what
