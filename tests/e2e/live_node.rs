@@ -77,20 +77,6 @@ async fn wait_gone(env: &TestEnv, name: &str, pod_uid: &str, timeout: Duration) 
     .await
 }
 
-/// Waits until the pod has an Event with `reason`; returns them.
-async fn wait_event(
-    env: &TestEnv,
-    pod: &str,
-    reason: &str,
-    timeout: Duration,
-) -> Result<Vec<Event>> {
-    wait_for(&format!("a {reason} Event on pod {pod}"), timeout, || async move {
-        let events = env.events_about("Pod", pod, reason).await?;
-        Ok((!events.is_empty()).then_some(events))
-    })
-    .await
-}
-
 fn note(event: &Event) -> String {
     event.note.clone().unwrap_or_default()
 }
@@ -309,7 +295,8 @@ async fn finalizer_reported_then_removed(env: &TestEnv) -> Result<()> {
     let stuck_at = deletion_timestamp(&finished)? + secs(DELAY);
 
     // Reported: the Event, naming the finalizer.
-    let events = wait_event(env, "held", "StuckTerminating", until(stuck_at) + ACT_WITHIN).await?;
+    let events =
+        env.wait_event("Pod", "held", "StuckTerminating", until(stuck_at) + ACT_WITHIN).await?;
     let reported = event_time(&events[0]).context("StuckTerminating Event without eventTime")?;
     let text = note(&events[0]);
     ensure!(
@@ -377,7 +364,7 @@ async fn finalizer_reported_then_removed(env: &TestEnv) -> Result<()> {
         "expected one PATCH of held by the operator, and nothing else: {writes:?}"
     );
     let patched = writes[0].received.context("audit entry without requestReceivedTimestamp")?;
-    let events = wait_event(env, "held", "RemovedFinalizers", ACT_WITHIN).await?;
+    let events = env.wait_event("Pod", "held", "RemovedFinalizers", ACT_WITHIN).await?;
     ensure!(note(&events[0]).contains(HOLD), "RemovedFinalizers: {}", note(&events[0]));
     let record = env
         .wait_policy("a RemoveFinalizers record in the status", ACT_WITHIN, |s| {
@@ -424,8 +411,9 @@ async fn finalizer_dry_run(env: &TestEnv) -> Result<()> {
     let finished = delete_and_wait_finished(env, "held").await?;
     let stuck_at = deletion_timestamp(&finished)? + secs(DELAY);
 
-    let events =
-        wait_event(env, "held", "WouldRemoveFinalizers", until(stuck_at) + ACT_WITHIN).await?;
+    let events = env
+        .wait_event("Pod", "held", "WouldRemoveFinalizers", until(stuck_at) + ACT_WITHIN)
+        .await?;
     ensure!(note(&events[0]).contains(HOLD), "WouldRemoveFinalizers: {}", note(&events[0]));
     let recorded = event_time(&events[0]).context("WouldRemoveFinalizers without eventTime")?;
     ensure!(recorded >= stuck_at, "recorded at {recorded}, before it was stuck ({stuck_at})");
@@ -524,8 +512,9 @@ async fn kubelet_not_finishing_is_reported_and_released_on_opt_in(env: &TestEnv)
     let deleted_at = deletion_timestamp(&pod)?;
     let stuck_at = deleted_at + secs(DELAY);
 
-    let events =
-        wait_event(env, "unmounting", "StuckTerminating", until(stuck_at) + ACT_WITHIN).await?;
+    let events = env
+        .wait_event("Pod", "unmounting", "StuckTerminating", until(stuck_at) + ACT_WITHIN)
+        .await?;
     let text = note(&events[0]);
     ensure!(
         text.contains("(KubeletNotFinishing)") && text.contains(VOLUME),
@@ -586,7 +575,7 @@ async fn kubelet_not_finishing_is_reported_and_released_on_opt_in(env: &TestEnv)
         late.as_secs_f64()
     );
     ensure!(received >= due, "force-deleted at {received}, before {due}");
-    let events = wait_event(env, "unmounting", "ForceDeleted", ACT_WITHIN).await?;
+    let events = env.wait_event("Pod", "unmounting", "ForceDeleted", ACT_WITHIN).await?;
     ensure!(
         note(&events[0]).contains("forceDeleteAfter"),
         "the ForceDeleted Event does not say why: {}",
@@ -704,7 +693,7 @@ async fn a_pod_in_its_grace_period_is_not_stuck(env: &TestEnv) -> Result<()> {
         received.duration_since(asked).as_secs_f64()
     );
     ensure!(received >= due, "force-deleted at {received}, before {due}");
-    let events = wait_event(env, "slow", "StuckTerminating", ACT_WITHIN).await?;
+    let events = env.wait_event("Pod", "slow", "StuckTerminating", ACT_WITHIN).await?;
     ensure!(
         note(&events[0]).contains("(ContainersRunning)"),
         "StuckTerminating: {}",

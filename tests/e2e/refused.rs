@@ -140,10 +140,7 @@ async fn refused_delete(env: &TestEnv) -> Result<()> {
     );
     let detail = records[0].detail.clone().unwrap_or_default();
     ensure!(detail.contains("refused by the e2e admission policy"), "detail: {detail}");
-    ensure!(
-        !env.events_about("Pod", "refused", "ForceDeleteFailed").await?.is_empty(),
-        "no ForceDeleteFailed Event on the pod"
-    );
+    env.wait_event("Pod", "refused", "ForceDeleteFailed", Duration::from_secs(15)).await?;
     let labels = [("policy", env.name.as_str()), ("result", "Failed")];
     let failed = op.metric("kube_remediator_actions_total", &labels).await?.unwrap_or(0.0);
     ensure!(failed >= 3.0, "actions_total Failed = {failed}");

@@ -502,8 +502,7 @@ async fn a_recreate_stateful_set_rolls_once_its_dead_pod_is_fenced(
     eprintln!(
         "{NAME} the operator's own measure: {mean:.3}s from its threshold (the node dead; the fencing came later) to the DELETE's answer"
     );
-    let released = env.events_about("StatefulSet", "web", "ReleasedBlockingPod").await?;
-    ensure!(!released.is_empty(), "no ReleasedBlockingPod Event on the StatefulSet");
+    env.wait_event("StatefulSet", "web", "ReleasedBlockingPod", Duration::from_secs(15)).await?;
 
     // One pod per ordinal at any time, Terminating ones included; and Recreate's promise: no
     // pod of the new revision before every old one was gone.

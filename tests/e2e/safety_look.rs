@@ -106,21 +106,6 @@ async fn released_by_one_delete(
     writes[1].received.context("audit entry without requestReceivedTimestamp")
 }
 
-/// Waits until the object of `kind` named `name` has an Event with `reason`; returns them.
-async fn wait_event(
-    env: &TestEnv,
-    kind: &str,
-    name: &str,
-    reason: &str,
-    timeout: Duration,
-) -> Result<Vec<Event>> {
-    wait_for(&format!("a {reason} Event on {kind} {name}"), timeout, || async move {
-        let events = env.events_about(kind, name, reason).await?;
-        Ok((!events.is_empty()).then_some(events))
-    })
-    .await
-}
-
 /// Runs `kube-remediator plan -o json` (admin kubeconfig) for this test's policy; returns the
 /// policy's entry.
 async fn run_plan(cluster: &Cluster, env: &TestEnv) -> Result<Value> {
@@ -221,9 +206,9 @@ async fn a_pod_that_needs_fencing_stays_on_a_live_node(
     )
     .await?;
     // Said once, on the pod, by the operator; and in its report of the stuck pod.
-    let events = wait_event(env, "Pod", "db-0", "NeedsFencing", ACT_WITHIN).await?;
+    let events = env.wait_event("Pod", "db-0", "NeedsFencing", ACT_WITHIN).await?;
     ensure!(events.len() == 1, "{} NeedsFencing Events on db-0: {events:?}", events.len());
-    let stuck = wait_event(env, "Pod", "db-0", "StuckTerminating", ACT_WITHIN).await?;
+    let stuck = env.wait_event("Pod", "db-0", "StuckTerminating", ACT_WITHIN).await?;
     ensure!(
         stuck.iter().any(|e| note(e).contains("fencing")),
         "the StuckTerminating Event of db-0 does not say it needs fencing: {:?}",
@@ -427,7 +412,7 @@ async fn a_node_created_again_after_the_plan_is_not_dead(
         detail.contains("Node") && !detail.contains("Lease"),
         "the Skipped record does not say the Node exists again: {record:?}"
     );
-    let events = wait_event(env, "Pod", "victim", "ForceDeleteSkipped", ACT_WITHIN).await?;
+    let events = env.wait_event("Pod", "victim", "ForceDeleteSkipped", ACT_WITHIN).await?;
     if let Some(status) = op.exited()? {
         bail!("the operator exited ({status}); see {}", op.log.display());
     }

@@ -196,8 +196,7 @@ async fn pods_left_not_ready_by_a_blip_are_found_and_evicted_one_at_a_time(
     let gauge = op.metric("kube_remediator_stale_ready_pods", &[("policy", &env.name)]).await?;
     ensure!(gauge == Some(2.0), "stale_ready_pods = {gauge:?}");
     let web_name = web[0].metadata.name.clone().unwrap_or_default();
-    let reported = env.events_about("Pod", &web_name, "StaleReadiness").await?;
-    ensure!(!reported.is_empty(), "no StaleReadiness Event on {web_name}");
+    env.wait_event("Pod", &web_name, "StaleReadiness", Duration::from_secs(15)).await?;
 
     // The budget refuses: reported, nothing deleted.
     wait_for("a refused eviction to be reported", Duration::from_secs(30), || async {

@@ -398,6 +398,23 @@ impl TestEnv {
             .collect())
     }
 
+    /// Waits until the object of `kind` named `name` has an Event with `reason`; returns them.
+    /// The operator writes an action's Event after the action's answer, so a test that saw the
+    /// action done waits for its Event rather than reading it once.
+    pub async fn wait_event(
+        &self,
+        kind: &str,
+        name: &str,
+        reason: &str,
+        timeout: Duration,
+    ) -> Result<Vec<Event>> {
+        wait_for(&format!("a {reason} Event on {kind} {name}"), timeout, || async move {
+            let events = self.events_about(kind, name, reason).await?;
+            Ok((!events.is_empty()).then_some(events))
+        })
+        .await
+    }
+
     /// Adds the taint `key[=value]:effect` to the node as an admin would (`kubectl taint`): reads
     /// the node, appends the taint to the others (replacing one with the same key and effect)
     /// and writes it back with the read's resourceVersion, again after a conflict, so a taint
