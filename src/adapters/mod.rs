@@ -300,7 +300,7 @@ fn record(
             labels: meta.labels.iter().flatten().collect(),
             namespace_labels: Default::default(),
             owner,
-            deletion_timestamp: deletion,
+            deletion_timestamp: deletion.map_or(Stamp::NONE, Stamp::at_or_after),
             deletion_grace_seconds: meta.deletion_grace_period_seconds,
             is_mirror: meta.annotations.as_ref().is_some_and(|a| a.contains_key(MIRROR_ANNOTATION)),
             has_rwo_volume: volumes.iter().any(single_writer_inline),
@@ -309,14 +309,18 @@ fn record(
             blocks_rollout: None,
             finalizers: meta.finalizers.clone().unwrap_or_default(),
             // Only a Terminating pod's are read (why it is stuck on a live node).
-            running_containers: if deletion.is_some() { running_containers(pod) } else { vec![] },
-            stale_ready_since,
+            running_containers: if deletion.is_some() {
+                running_containers(pod).into()
+            } else {
+                Box::default()
+            },
+            stale_ready_since: stale_ready_since.into(),
             shutdown_reason,
             // Ours to date: the state fills them in from when it saw the pod.
-            stale_seen: None,
-            terminating_seen: None,
-            shutdown_seen: None,
-            ready_since,
+            stale_seen: Stamp::NONE,
+            terminating_seen: Stamp::NONE,
+            shutdown_seen: Stamp::NONE,
+            ready_since: ready_since.into(),
         },
         claims,
     }

@@ -179,7 +179,7 @@ fn diagnosis(pod: &Pod, observed: &Observed, node: &str, now: Timestamp) -> Valu
     let Some(record) = crate::adapters::pod_record(&watched) else {
         return ready_on_dead_node(&watched, observed, node);
     };
-    if let Some(since) = record.view.stale_ready_since {
+    if let Some(since) = record.view.stale_ready_since.get() {
         return json!({ "cause": "StaleReadiness", "summary": format!(
             "Ready=False since {since} although every container is ready: the node lifecycle \
              controller marked it not Ready when its node went Unknown, and its kubelet never \
@@ -196,7 +196,7 @@ fn diagnosis(pod: &Pod, observed: &Observed, node: &str, now: Timestamp) -> Valu
     let Some(view) = observed.nodes.iter().find(|n| &*n.observation.name == node) else {
         return json!({ "summary": format!("its node {node} is gone: only a force delete removes the pod") });
     };
-    let past_grace = record.view.deletion_timestamp.is_some_and(|t| t <= now);
+    let past_grace = record.view.deletion_timestamp.get().is_some_and(|t| t <= now);
     if view.observation.readiness != Readiness::Ready {
         return json!({ "summary": format!(
             "its node {node} is not Ready ({}): no kubelet confirms the deletion; the policies below say when the node counts as dead",
@@ -224,7 +224,7 @@ fn ready_on_dead_node(
     if view.observation.readiness == Readiness::Ready {
         return Value::Null;
     }
-    let since = record.view.ready_since.map(|t| t.to_string()).unwrap_or_default();
+    let since = record.view.ready_since.get().map(|t| t.to_string()).unwrap_or_default();
     json!({ "cause": "ReadyOnDeadNode", "summary": format!(
         "Ready=True since {since} while its node {node} is not Ready ({}): the node lifecycle \
          controller did not mark it not Ready, so its Services still send it traffic \

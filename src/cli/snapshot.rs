@@ -18,6 +18,7 @@ use kube::api::{Api, ListParams, WatchEvent, WatchParams};
 
 use super::StormArgs;
 use crate::adapters::{NODE_LEASE_NAMESPACE, rearm_token};
+use crate::core::stamp::Stamp;
 use crate::core::{
     Acting, Observed, Past, Plan, PolicyHistory, StormInput, circuit_memory, plan, validate,
 };
@@ -182,11 +183,12 @@ fn one_shot_observed(state: &ClusterState, listed_at: Timestamp, now: Timestamp)
     // A pod Terminating since before the listing is dated by its deletionTimestamp less its
     // grace period (the API server's clock), as the listing cannot say when it started.
     for pod in &mut observed.pods {
-        if pod.terminating_seen.is_some_and(|seen| seen <= listed_at)
-            && let Some(deleted) = pod.deletion_timestamp
+        if pod.terminating_seen.get().is_some_and(|seen| seen <= listed_at)
+            && let Some(deleted) = pod.deletion_timestamp.get()
         {
             let grace = SignedDuration::from_secs(pod.deletion_grace_seconds.unwrap_or(0).max(0));
-            Arc::make_mut(pod).terminating_seen = Some((deleted - grace).min(listed_at));
+            Arc::make_mut(pod).terminating_seen =
+                Stamp::at_or_after((deleted - grace).min(listed_at));
         }
     }
     observed.watch_synced_at = Some(Timestamp::MIN);

@@ -229,7 +229,7 @@ fn gauges(observed: &Observed, plan: &Plan, needing_fencing: usize, now: Timesta
     let overdue: BTreeSet<&str> = observed
         .pods
         .iter()
-        .filter(|p| p.deletion_timestamp.is_some_and(|t| t <= now))
+        .filter(|p| p.deletion_timestamp.get().is_some_and(|t| t <= now))
         .map(|p| p.uid.as_str())
         .collect();
     let state_of = |node: &str| plan.nodes.get(node).map_or(NodeState::Dead, |n| n.state);
@@ -367,7 +367,7 @@ mod tests {
         let within = |name: &str, owner: &str| {
             let mut p = pod(name, "live");
             p.finalizers = vec!["example.com/hold".into()];
-            p.running_containers = vec!["app".into()];
+            p.running_containers = Box::new(["app".into()]);
             p.owner =
                 Some(OwnerRef { kind: "ReplicaSet".into(), name: owner.into(), uid: owner.into() });
             p

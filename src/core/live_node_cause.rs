@@ -90,7 +90,7 @@ pub fn diagnose(pod: &PodView, node: &NodeObservation) -> StuckCause {
     if !pod.finalizers.is_empty() {
         StuckCause::Finalizers { names: pod.finalizers.clone() }
     } else if !pod.running_containers.is_empty() {
-        StuckCause::ContainersRunning { names: pod.running_containers.clone() }
+        StuckCause::ContainersRunning { names: pod.running_containers.to_vec() }
     } else {
         StuckCause::KubeletNotFinishing { volumes_in_use: node.volumes_in_use.to_vec() }
     }
@@ -124,7 +124,7 @@ mod tests {
         for (case, finalizers, running, volumes, want_code, want_detail) in rows {
             let pod = PodView {
                 finalizers: strings(finalizers),
-                running_containers: strings(running),
+                running_containers: strings(running).into(),
                 ..fixtures::pod("p", "n1")
             };
             let cause = diagnose(&pod, &node(volumes));

@@ -368,7 +368,8 @@ fn count_stuck_pods(
 ) -> u32 {
     let mut stuck = 0;
     for pod in &observed.pods {
-        let (Some(deleted_at), Some(node)) = (pod.deletion_timestamp, pod.node_name.as_deref())
+        let (Some(deleted_at), Some(node)) =
+            (pod.deletion_timestamp.get(), pod.node_name.as_deref())
         else {
             continue;
         };
@@ -468,7 +469,7 @@ mod tests {
                 name: "web-1".into(),
                 uid: "rs-uid".into(),
             }),
-            deletion_timestamp: Some(t(8, 0)),
+            deletion_timestamp: Stamp::from(t(8, 0)),
             deletion_grace_seconds: Some(30),
             is_mirror: false,
             has_rwo_volume: false,
@@ -476,13 +477,13 @@ mod tests {
             phase: Some("Running".into()),
             blocks_rollout: None,
             finalizers: vec![],
-            running_containers: vec![],
-            stale_ready_since: None,
-            stale_seen: None,
+            running_containers: Box::default(),
+            stale_ready_since: Stamp::NONE,
+            stale_seen: Stamp::NONE,
             shutdown_reason: None,
-            shutdown_seen: None,
-            ready_since: None,
-            terminating_seen: Some(t(7, 30)),
+            shutdown_seen: Stamp::NONE,
+            ready_since: Stamp::NONE,
+            terminating_seen: Stamp::from(t(7, 30)),
         }
     }
 
@@ -622,7 +623,7 @@ mod tests {
             Row {
                 pod: |p| {
                     p.node_name = Some("n-ready".into());
-                    p.running_containers = vec!["app".into()];
+                    p.running_containers = Box::new(["app".into()]);
                 },
                 ..row(
                     "node ready, stuck past liveNodeStuck's delay: reported",
@@ -746,7 +747,7 @@ mod tests {
                 ..row("StatefulSet pod, only RWO needs fencing", Ok(()))
             },
             Row {
-                pod: |p| p.deletion_timestamp = Some(t(9, 45)),
+                pod: |p| p.deletion_timestamp = Stamp::from(t(9, 45)),
                 ..row("within delay", Err(WithinDelay { until: t(10, 15) }))
             },
             Row {
@@ -863,7 +864,7 @@ mod tests {
         let mut other_zone = node("n-b", "dead");
         other_zone.labels = labels(&[("zone", "b")]).into();
         let mut not_terminating = pod("alive", "n-a");
-        not_terminating.deletion_timestamp = None;
+        not_terminating.deletion_timestamp = Stamp::NONE;
         let mut unscheduled = pod("pending", "n-a");
         unscheduled.node_name = None;
         let p = policy(|s| {
@@ -1152,7 +1153,7 @@ mod tests {
         (0..n)
             .map(|i| {
                 let mut p = pod(&format!("p{i:02}"), "n-dead");
-                p.deletion_timestamp = Some(t(8, i));
+                p.deletion_timestamp = Stamp::from(t(8, i));
                 if !same_owner {
                     p.owner = Some(OwnerRef {
                         kind: "ReplicaSet".into(),
@@ -1222,7 +1223,7 @@ mod tests {
         let mut other = pod("other", "n-dead");
         other.owner =
             Some(OwnerRef { kind: "ReplicaSet".into(), name: "other".into(), uid: "x".into() });
-        other.deletion_timestamp = Some(t(8, 30));
+        other.deletion_timestamp = Stamp::from(t(8, 30));
         pods.push(other);
         let plan = plan(&observed(vec![node("n-dead", "dead")], pods), &p, now());
         assert_eq!(acted(&plan), vec!["p00", "p01", "p02", "p03", "p04", "other"]);
@@ -1329,7 +1330,7 @@ mod tests {
         ];
         for Row { case, health, deleted, synced, want } in table {
             let mut the_pod = pod("p", "n");
-            the_pod.deletion_timestamp = Some(deleted);
+            the_pod.deletion_timestamp = Stamp::from(deleted);
             let mut obs = observed(vec![node("n", health)], vec![the_pod]);
             if synced.is_some() {
                 obs.watch_synced_at = synced;
@@ -1342,7 +1343,7 @@ mod tests {
     fn pod_becomes_eligible_at_its_threshold_not_a_millisecond_earlier() {
         let p = policy(|_| {});
         let mut the_pod = pod("p", "n");
-        the_pod.deletion_timestamp = Some(t(9, 45));
+        the_pod.deletion_timestamp = Stamp::from(t(9, 45));
         let obs = observed(vec![node("n", "dead")], vec![the_pod]);
         let before = plan(&obs, &p, add(t(10, 15), SignedDuration::from_millis(-1)));
         assert!(before.actions.is_empty());
@@ -1376,7 +1377,7 @@ mod tests {
     #[test]
     fn paused_keeps_verdicts_and_deadlines_but_no_actions() {
         let mut within = pod("within", "n");
-        within.deletion_timestamp = Some(t(9, 45));
+        within.deletion_timestamp = Stamp::from(t(9, 45));
         let obs = observed(vec![node("n", "dead")], vec![pod("due", "n"), within]);
         let plan = plan(&obs, &policy(|s| s.paused = true), now());
         assert!(plan.actions.is_empty());
@@ -1404,7 +1405,7 @@ mod tests {
     #[test]
     fn counts_for_status() {
         let mut in_grace = pod("in-grace", "n-ready");
-        in_grace.deletion_timestamp = Some(t(10, 30));
+        in_grace.deletion_timestamp = Stamp::from(t(10, 30));
         let mut excluded = pod("excluded", "n-dead");
         excluded.excluded = true;
         let mut other_ns = pod("other-ns", "n-dead");

@@ -44,7 +44,7 @@ pub fn quiet_until<'a>(
     replica_sets: &HashMap<String, ReplicaSetView>,
     now: Timestamp,
 ) -> Option<Timestamp> {
-    let deleted_at = pod.deletion_timestamp?;
+    let deleted_at = pod.deletion_timestamp.get()?;
     if pod.stale_ready_since.is_some() || pod.shutdown_reason.is_some() {
         return None;
     }

@@ -195,11 +195,12 @@ fn old_pods_by_workload<'a>(
 /// [`LIVE_FINISH_GRACE`] later (the kubelet gets that long past the grace period to finish).
 pub fn blocking_from(pod: &PodView, node_ready: bool) -> Option<Timestamp> {
     let margin = if node_ready { LIVE_FINISH_GRACE } else { SignedDuration::ZERO };
-    pod.deletion_timestamp.map(|t| add(t, margin))
+    pod.deletion_timestamp.get().map(|t| add(t, margin))
 }
 
 #[cfg(test)]
 mod tests {
+    use crate::core::stamp::Stamp;
     use std::sync::Arc;
 
     use super::*;
@@ -222,7 +223,7 @@ mod tests {
                 name: "x".into(),
                 uid: owner_uid.into(),
             }),
-            deletion_timestamp: Some(t(deleted)),
+            deletion_timestamp: Stamp::from(t(deleted)),
             deletion_grace_seconds: Some(30),
             is_mirror: false,
             has_rwo_volume: false,
@@ -230,13 +231,13 @@ mod tests {
             phase: Some("Running".into()),
             blocks_rollout: None,
             finalizers: vec![],
-            running_containers: vec![],
-            stale_ready_since: None,
-            stale_seen: None,
+            running_containers: Box::default(),
+            stale_ready_since: Stamp::NONE,
+            stale_seen: Stamp::NONE,
             shutdown_reason: None,
-            shutdown_seen: None,
-            ready_since: None,
-            terminating_seen: None,
+            shutdown_seen: Stamp::NONE,
+            ready_since: Stamp::NONE,
+            terminating_seen: Stamp::NONE,
         }
     }
 

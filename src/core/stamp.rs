@@ -34,6 +34,10 @@ impl Stamp {
         self.0 == UNSET
     }
 
+    pub fn is_some(self) -> bool {
+        self.0 != UNSET
+    }
+
     /// `at` rounded up to the microsecond: for an instant something may happen at (a deadline,
     /// the start of a grace), kept never earlier than it was, so that a wake-up for it is not
     /// early and a grace from it is not shorter. Exact for our clock's instants and the API

@@ -6,17 +6,21 @@
 //! one some other API server writes) in a boxed `str`. It reads as a `str` either way
 //! ([`Uid::as_str`], `Deref`), so it compares, hashes and prints as the text it was made from.
 
+use std::borrow::Borrow;
 use std::fmt;
+use std::hash::{Hash, Hasher};
 use std::ops::Deref;
 
 /// The length of a UUID's text form, kept inline.
 const INLINE: usize = 36;
 
-/// A UID: its text, inline when it is 36 bytes long (every UUID), else boxed.
-#[derive(Clone, PartialEq, Eq, Hash)]
+/// A UID: its text, inline when it is 36 bytes long (every UUID), else boxed. It hashes as its
+/// text does, so a map keyed by UIDs is read with a `&str` ([`Borrow`]).
+#[derive(Clone, PartialEq, Eq)]
 pub struct Uid(Repr);
 
-#[derive(Clone, PartialEq, Eq, Hash)]
+/// One text has one form (36 bytes inline, any other length boxed): equal forms are equal texts.
+#[derive(Clone, PartialEq, Eq)]
 enum Repr {
     /// Exactly [`INLINE`] bytes of a `str`.
     Inline([u8; INLINE]),
@@ -37,6 +41,18 @@ impl Uid {
             Repr::Inline(bytes) => std::str::from_utf8(bytes).unwrap_or_default(),
             Repr::Boxed(s) => s,
         }
+    }
+}
+
+impl Hash for Uid {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state);
+    }
+}
+
+impl Borrow<str> for Uid {
+    fn borrow(&self) -> &str {
+        self.as_str()
     }
 }
 
@@ -145,5 +161,17 @@ mod tests {
         assert_eq!(a, a.clone());
         assert_ne!(Uid::new("uid-n1"), Uid::new("uid-n2"));
         assert_eq!(Uid::new("uid-n1"), Uid::from("uid-n1".to_string()));
+    }
+
+    #[test]
+    fn a_map_keyed_by_uids_is_read_with_their_text() {
+        let uuid = "6f1c2a4e-9b7d-4c3e-8a21-0d5f7e9b1c33";
+        let map: std::collections::HashMap<Uid, u8> =
+            [(Uid::new(uuid), 1), (Uid::new("uid-n1"), 2)].into_iter().collect();
+        assert_eq!(map.get(uuid), Some(&1), "inline");
+        assert_eq!(map.get("uid-n1"), Some(&2), "boxed");
+        assert_eq!(map.get("uid-n2"), None);
+        let set: std::collections::HashSet<Uid> = [Uid::new(uuid)].into_iter().collect();
+        assert!(set.contains(uuid) && !set.contains("uid-n1"));
     }
 }

@@ -30,6 +30,7 @@ use crate::core::rollouts::{
     ReplicaSetView, RolloutAnalysis, WorkloadKind, WorkloadRef, WorkloadView, blocked_rollouts,
 };
 use crate::core::stamp::Stamp;
+use crate::core::uid::Uid;
 use crate::core::{
     EvidenceWindow, NodeControl, NodeObservation, NodeView, OWN_DELETIONS_COUNT_FOR, Observed,
     Outage, PastAction, PodView, Readiness, Suspension, lease_drought,
@@ -190,7 +191,7 @@ pub struct ClusterState {
     /// not), by UID: each view behind an `Arc`, so that the table's spare buckets cost a pointer,
     /// not a record (a zone's outage keeps tens of thousands), and the planner's input shares
     /// the views instead of copying them; their repeated strings shared.
-    pods: Store<KeptPod>,
+    pods: Store<KeptPod, Uid>,
     namespaces: Store<Arc<BTreeMap<String, String>>>,
     /// The labels of a namespace that has none (or is not known), shared by its pods' views.
     no_labels: Arc<BTreeMap<String, String>>,
@@ -211,7 +212,7 @@ pub struct ClusterState {
     /// Ready=True are kept too (`readyOnDeadNode`), listed once when the node leaves Ready
     /// ([`ClusterState::take_nodes_to_list`]), then followed by the pod watch. With each, the
     /// UIDs of its pods the pod watch delivered since: the listed copy of those may be older.
-    unready_nodes: HashMap<String, HashSet<String>>,
+    unready_nodes: HashMap<String, HashSet<Uid>>,
     /// Nodes whose pods are to be listed.
     nodes_to_list: Vec<String>,
     /// Pods seen left Ready=False that turned Ready again, by UID, for
@@ -427,7 +428,10 @@ impl ClusterState {
         for pod in pods {
             let uid = pod.metadata.uid.clone().unwrap_or_default();
             let on_node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node);
-            if !on_node || delivered.contains(&uid) || self.pods.live.contains_key(&uid) {
+            if !on_node
+                || delivered.contains(uid.as_str())
+                || self.pods.live.contains_key(uid.as_str())
+            {
                 continue;
             }
             records.extend(ready_pod_record(pod).map(|record| (uid, record)));
@@ -617,13 +621,13 @@ impl ClusterState {
         let unready_node = node.and_then(|n| self.unready_nodes.get_mut(n));
         let on_unready_node = unready_node.is_some();
         if let Some(delivered) = unready_node {
-            delivered.insert(uid.clone());
+            delivered.insert(Uid::new(&uid));
         }
         let record = match pod_record(pod) {
             None if on_unready_node => ready_pod_record(pod),
             record => record,
         };
-        let repaired = self.pods.live.get(&uid).filter(|r| r.view.stale_seen.is_some());
+        let repaired = self.pods.live.get(uid.as_str()).filter(|r| r.view.stale_seen.is_some());
         if let Some(before) = repaired.filter(|_| pod_is_ready(pod)) {
             let view = PodView::clone(&before.view);
             self.repaired.retain(|_, r| now.duration_since(r.repaired_at) < REPAIRED_KEPT);
@@ -631,7 +635,7 @@ impl ClusterState {
         }
         match record {
             Some(mut record) => {
-                let before = self.pods.live.get(&uid).map(|r| &*r.view);
+                let before = self.pods.live.get(uid.as_str()).map(|r| &*r.view);
                 let view = &mut record.view;
                 // A deletion re-issued with a shorter grace period (the kubelet's final DELETE)
                 // moves the deletionTimestamp: time is counted from when we saw that one.
@@ -639,15 +643,20 @@ impl ClusterState {
                     (b.deletion_timestamp, b.deletion_grace_seconds)
                         == (view.deletion_timestamp, view.deletion_grace_seconds)
                 };
-                view.terminating_seen = view.deletion_timestamp.and(
-                    before.filter(same_deletion).and_then(|b| b.terminating_seen).or(Some(now)),
+                // Kept from before, else now; never earlier than seen (`at_or_after`).
+                let seen = |kept: bool, before: Option<Stamp>| match before {
+                    _ if !kept => Stamp::NONE,
+                    Some(before) if before.is_some() => before,
+                    _ => Stamp::at_or_after(now),
+                };
+                view.terminating_seen = seen(
+                    view.deletion_timestamp.is_some(),
+                    before.filter(same_deletion).map(|b| b.terminating_seen),
                 );
                 view.stale_seen =
-                    view.stale_ready_since.and(before.and_then(|b| b.stale_seen).or(Some(now)));
-                view.shutdown_seen = view
-                    .shutdown_reason
-                    .as_ref()
-                    .and(before.and_then(|b| b.shutdown_seen).or(Some(now)));
+                    seen(view.stale_ready_since.is_some(), before.map(|b| b.stale_seen));
+                view.shutdown_seen =
+                    seen(view.shutdown_reason.is_some(), before.map(|b| b.shutdown_seen));
                 self.keep_pod(uid, record)
             }
             None => self.pods.remove(&uid),
@@ -677,7 +686,7 @@ impl ClusterState {
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
         if let Some(delivered) = node.and_then(|n| self.unready_nodes.get_mut(n)) {
-            delivered.insert(uid.clone());
+            delivered.insert(Uid::new(&uid));
         }
         let change = self.pods.remove(&uid);
         self.defer(&uid, true, change, now)
@@ -734,7 +743,7 @@ impl ClusterState {
         let inline_rwo = view.has_rwo_volume;
         let mut kept = KeptPod { view: Arc::new(record.view), claims: record.claims, inline_rwo };
         self.pod_context().apply(&mut kept.view, &kept.claims, inline_rwo);
-        self.pods.put(uid, kept)
+        self.pods.put(uid.into(), kept)
     }
 
     fn pod_context(&self) -> PodContext<'_> {
@@ -1555,7 +1564,7 @@ mod tests {
                 observed
                     .repaired
                     .iter()
-                    .map(|r| (r.view.uid.to_string(), r.view.stale_seen, r.repaired_at))
+                    .map(|r| (r.view.uid.to_string(), r.view.stale_seen.get(), r.repaired_at))
                     .collect()
             };
         // (case, the pod's updates (Ready status, deleting, seen at), observed at, want)

@@ -93,6 +93,23 @@ fn bounded_config(lists: InitialLists, timeout_secs: u32) -> watcher::Config {
     }
 }
 
+/// The bound a kind's watch starts with. The pods' streamed list starts under the longest
+/// bound: it is the one list that can outlast a short bound (150,000 pods streamed alone in 18
+/// to 80 s on this machine's API server, longer beside other readers), and a list cut by its
+/// bound starts over from its first pod, which cost the eleventh tier L run 55 + 110 + 220 s of
+/// lists cut short before the fourth ended. Every other kind starts under
+/// [`WATCH_TIMEOUT_SECS`]: Nodes and Leases are the evidence of a node's death, and a silent
+/// view of them is noticed within a minute. A pod watch silent on a connection that still
+/// answers the pings is replaced within 10 minutes (client-go's watches: 5 to 10): what it
+/// misses meanwhile is pods to act on, never a reason to act (every write's last look reads
+/// its pod and node afresh). Paged lists are not one watch request: no bound cuts them.
+pub fn first_bound(kind: WatchedKind, lists: InitialLists) -> u32 {
+    match (kind, lists) {
+        (WatchedKind::Pod, InitialLists::Streaming) => LONGEST_WATCH_TIMEOUT_SECS,
+        _ => WATCH_TIMEOUT_SECS,
+    }
+}
+
 /// The bound a watch asks for after its streamed list was cut by `bound`: a streamed list is
 /// one watch request, which the API server ends at its bound even before the list's end, and
 /// the next one streams the whole list again. At 150,000 pods the list takes longer than 55 s,
@@ -106,9 +123,10 @@ pub fn next_bound(bound: u32) -> Option<u32> {
 ///
 /// A watch whose streamed list is cut by its bound starts again with a longer one
 /// ([`next_bound`]) and keeps it afterwards, a watch request then lasting that long: the
-/// watcher cannot resume a watch from a resourceVersion under a new bound. It is only longer
-/// where the list needs it (at 150,000 pods, the pod watch); a dead connection is still noticed
-/// within 15 s on HTTP/2 (its pings, `cli::connect`), only a silent watch on HTTP/1.1 later.
+/// watcher cannot resume a watch from a resourceVersion under a new bound. It starts at
+/// [`first_bound`] and is only longer where the list needs it; a dead connection is still
+/// noticed within 15 s on HTTP/2 (its pings, `cli::connect`), only a silent watch on HTTP/1.1
+/// later.
 pub fn spawn<K>(
     api: Api<K>,
     kind: WatchedKind,
@@ -120,7 +138,7 @@ where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
     tokio::spawn(async move {
-        let mut bound = WATCH_TIMEOUT_SECS;
+        let mut bound = first_bound(kind, ctx.lists);
         loop {
             let stream = watcher::watcher(api.clone(), bounded_config(ctx.lists, bound));
             let Some(next) =
@@ -313,6 +331,18 @@ mod tests {
         assert!(cut_by_bound(std::time::Duration::from_secs(55), 55));
         assert!(cut_by_bound(std::time::Duration::from_millis(54_200), 55), "to the second");
         assert!(!cut_by_bound(std::time::Duration::from_secs(30), 55), "ended early: failed");
+    }
+
+    #[test]
+    fn only_the_pods_streamed_list_starts_under_the_longest_bound() {
+        for kind in WatchedKind::ALL {
+            for lists in [InitialLists::Streaming, InitialLists::Paged] {
+                let long = kind == WatchedKind::Pod && lists == InitialLists::Streaming;
+                let want = if long { LONGEST_WATCH_TIMEOUT_SECS } else { WATCH_TIMEOUT_SECS };
+                assert_eq!(first_bound(kind, lists), want, "{} {}", kind.as_str(), lists.as_str());
+            }
+        }
+        assert_eq!(next_bound(first_bound(WatchedKind::Pod, InitialLists::Streaming)), None);
     }
 
     type Handle = tower_test::mock::Handle<

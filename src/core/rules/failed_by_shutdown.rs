@@ -39,8 +39,8 @@ pub fn shutdown_pods(
     for pod in &observed.pods {
         let (Some(reason), Some(seen), None, Some(node_name)) = (
             pod.shutdown_reason.as_deref(),
-            pod.shutdown_seen,
-            pod.deletion_timestamp,
+            pod.shutdown_seen.get(),
+            pod.deletion_timestamp.get(),
             pod.node_name.as_deref(),
         ) else {
             continue;
@@ -80,6 +80,7 @@ pub fn shutdown_pods(
 
 #[cfg(test)]
 mod tests {
+    use crate::core::stamp::Stamp;
     use jiff::SignedDuration;
 
     use super::*;
@@ -103,7 +104,7 @@ mod tests {
             ("seen 60 s: deleted", true, none, 60, true, None),
             ("rule off", false, none, 600, false, None),
             ("another reason: not kept as one", true, |p, _| p.shutdown_reason = None, 600, false, None),
-            ("being deleted already", true, |p, _| p.deletion_timestamp = Some(t(0)), 600, false, None),
+            ("being deleted already", true, |p, _| p.deletion_timestamp = Stamp::from(t(0)), 600, false, None),
             ("excluded", true, |p, _| p.excluded = true, 600, false, None),
             ("recorded already (DryRun)", true, |p, o| { o.acted_pods.insert(p.uid.to_string()); }, 600, false, None),
             ("on a node out of scope", true, |p, _| p.node_name = Some("n9".into()), 600, false, None),
@@ -115,9 +116,9 @@ mod tests {
             spec.failed_by_shutdown.delete_after = "60s".into();
             let policy = crate::core::validate(&spec).expect("valid test policy");
             let mut pod = fixtures::pod("p", "n1");
-            pod.deletion_timestamp = None;
+            pod.deletion_timestamp = Stamp::NONE;
             pod.shutdown_reason = Some("Terminated".into());
-            pod.shutdown_seen = Some(t(0));
+            pod.shutdown_seen = Stamp::from(t(0));
             let mut observed = Observed {
                 nodes: vec![NodeView::unknown("n1").into()],
                 watch_synced_at: Some(t(-100)),

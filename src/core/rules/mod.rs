@@ -68,7 +68,7 @@ pub fn release_terminating_pods(
         observed.nodes.iter().map(|n| (&*n.observation.name, &**n)).collect();
     for pod in &observed.pods {
         let (Some(deleted_at), Some(node_name)) =
-            (pod.deletion_timestamp, pod.node_name.as_deref())
+            (pod.deletion_timestamp.get(), pod.node_name.as_deref())
         else {
             continue;
         };

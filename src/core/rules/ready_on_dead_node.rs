@@ -56,7 +56,7 @@ pub fn ready_on_dead_nodes(
     }
     for pod in &observed.pods {
         let (Some(ready_since), None, Some(node_name)) =
-            (pod.ready_since, pod.deletion_timestamp, pod.node_name.as_deref())
+            (pod.ready_since.get(), pod.deletion_timestamp.get(), pod.node_name.as_deref())
         else {
             continue;
         };
@@ -107,6 +107,7 @@ pub fn ready_on_dead_nodes(
 mod tests {
     use super::*;
     use crate::core::observed::{NodeView, PodView, fixtures};
+    use crate::core::stamp::Stamp;
     use crate::crd::RemediationPolicySpec;
 
     #[test]
@@ -123,8 +124,8 @@ mod tests {
             ("rule off, markNotReady (refused by validation)", false, true, NodeState::Dead, none, false, false),
             ("node not dead yet", true, true, NodeState::Unhealthy, none, false, false),
             ("node healthy", true, true, NodeState::Healthy, none, false, false),
-            ("not Ready (marked by the node lifecycle controller)", true, true, NodeState::Dead, |p| p.ready_since = None, false, false),
-            ("Terminating already", true, true, NodeState::Dead, |p| p.deletion_timestamp = Some(Timestamp::UNIX_EPOCH), false, false),
+            ("not Ready (marked by the node lifecycle controller)", true, true, NodeState::Dead, |p| p.ready_since = Stamp::NONE, false, false),
+            ("Terminating already", true, true, NodeState::Dead, |p| p.deletion_timestamp = Stamp::from(Timestamp::UNIX_EPOCH), false, false),
             ("excluded", true, true, NodeState::Dead, |p| p.excluded = true, false, false),
             ("marking recorded already (DryRun)", true, true, NodeState::Dead, marked, true, false),
             ("a DaemonSet pod", true, true, NodeState::Dead, |p| p.owner = Some(crate::core::observed::OwnerRef { kind: "DaemonSet".into(), name: "ds".into(), uid: "ds".into() }), false, false),
@@ -142,8 +143,8 @@ mod tests {
                 Err(e) => panic!("{case}: invalid test policy: {e:?}"),
             };
             let mut pod = fixtures::pod("p", "n1");
-            pod.deletion_timestamp = None;
-            pod.ready_since = Some(Timestamp::UNIX_EPOCH);
+            pod.deletion_timestamp = Stamp::NONE;
+            pod.ready_since = Stamp::from(Timestamp::UNIX_EPOCH);
             edit(&mut pod);
             let mut observed = Observed {
                 nodes: vec![NodeView::unknown("n1").into()],

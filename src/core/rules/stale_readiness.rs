@@ -94,7 +94,7 @@ pub fn stale_pods(
         observed.nodes.iter().map(|n| (&*n.observation.name, &**n)).collect();
     for pod in &observed.pods {
         let (Some(since), None, Some(node_name)) =
-            (pod.stale_ready_since, pod.deletion_timestamp, pod.node_name.as_deref())
+            (pod.stale_ready_since.get(), pod.deletion_timestamp.get(), pod.node_name.as_deref())
         else {
             continue;
         };
@@ -107,7 +107,7 @@ pub fn stale_pods(
         let Ok(kind) = selected_kind(pod, node, observed, policy) else { continue };
         // It turned not Ready during an outage of its node that we watched.
         let Some(outage) = view.control.rare.last_outage else { continue };
-        let during = pod.stale_seen.is_some_and(|seen| turned_during(seen, outage));
+        let during = pod.stale_seen.get().is_some_and(|seen| turned_during(seen, outage));
         if !during {
             continue;
         }
@@ -143,7 +143,7 @@ pub fn stale_pods(
                         shutdown_seen: node.shutdown_seen.get(),
                     },
                     outage,
-                    stale_seen: pod.stale_seen.unwrap_or(outage.from),
+                    stale_seen: pod.stale_seen.get().unwrap_or(outage.from),
                 }));
                 "evicted through the Eviction API (PodDisruptionBudgets hold)".to_string()
             }
@@ -184,7 +184,7 @@ fn repaired_while_waiting(
     let (node, view) = (nodes.get(node_name)?, views.get(node_name)?);
     selected_kind(pod, node, observed, policy).ok()?;
     let outage = view.control.rare.last_outage?;
-    let seen = pod.stale_seen?;
+    let seen = pod.stale_seen.get()?;
     let at = repaired.repaired_at;
     if !turned_during(seen, outage) || at < outage.from {
         return None;
@@ -228,6 +228,7 @@ fn repaired_while_waiting(
 
 #[cfg(test)]
 mod tests {
+    use crate::core::stamp::Stamp;
     use jiff::SignedDuration;
 
     use super::*;
@@ -282,9 +283,9 @@ mod tests {
     /// A running pod left Ready=False, first seen so at `seen`.
     fn stale_pod(seen: Timestamp) -> crate::core::observed::PodView {
         let mut pod = fixtures::pod("p", "n1");
-        pod.deletion_timestamp = None;
-        pod.stale_ready_since = Some(t(-100));
-        pod.stale_seen = Some(seen);
+        pod.deletion_timestamp = Stamp::NONE;
+        pod.stale_ready_since = Stamp::from(t(-100));
+        pod.stale_seen = Stamp::from(seen);
         pod
     }
 
@@ -337,7 +338,7 @@ mod tests {
         ];
         for (case, seen, outage, want) in table {
             let mut pod = stale_pod(t(0));
-            pod.stale_seen = seen;
+            pod.stale_seen = seen.into();
             let mut node = outage_node(t(-30), t(0));
             node.control
                 .rare
