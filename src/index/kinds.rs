@@ -230,8 +230,9 @@ pub fn spawn_watches(
 
 /// Lists the pods of each node that left Ready (`spec.nodeName=<node>`, one request per node
 /// and outage) into the state, whose pod watch follows them from then on: the pods that were
-/// Ready before their node left, which no pod event brings (`readyOnDeadNode`). A failed list
-/// is tried again a second later.
+/// Ready before their node left, which no pod event brings (`readyOnDeadNode`). Not while the
+/// pods themselves are being listed ([`ClusterState::take_nodes_to_list`]). A failed list is
+/// tried again a second later.
 async fn list_pods_of_unready_nodes(client: Client, ctx: WatchCtx) {
     let pods: Api<WatchedPod> = Api::all(client);
     loop {

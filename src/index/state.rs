@@ -210,7 +210,8 @@ pub struct ClusterState {
     own_node_deletions: HashMap<String, Timestamp>,
     /// Nodes whose Ready condition is False or Unknown, by name: the pods on them that are
     /// Ready=True are kept too (`readyOnDeadNode`), listed once when the node leaves Ready
-    /// ([`ClusterState::take_nodes_to_list`]), then followed by the pod watch. With each, the
+    /// (after the pods' list, if one is under way: [`ClusterState::take_nodes_to_list`]), then
+    /// followed by the pod watch. With each, the
     /// UIDs of its pods the pod watch delivered since: the listed copy of those may be older.
     unready_nodes: HashMap<String, HashSet<Uid>>,
     /// Nodes whose pods are to be listed.
@@ -284,6 +285,10 @@ impl ClusterState {
     /// A (re)list of `kind` starts: its objects are collected aside until it completes.
     pub fn list_started(&mut self, kind: WatchedKind) {
         self.store(kind).start();
+        if kind == WatchedKind::Pod {
+            // The list brings every pod of each node not Ready now, kept as it comes.
+            self.nodes_to_list.clear();
+        }
     }
 
     /// A (re)list of `kind` completed at `now`: its objects replace the old ones and, for Nodes
@@ -409,14 +414,27 @@ impl ClusterState {
     }
 
     /// The nodes that left Ready since the last call, whose pods are to be listed
-    /// ([`ClusterState::apply_listed_pods`]).
+    /// ([`ClusterState::apply_listed_pods`]); none until the pods' (re)list has ended. That
+    /// list brings the pods of every node not Ready when it started ([`list_started`] forgets
+    /// those nodes), and the lists of the nodes that left Ready since wait for its end rather
+    /// than add to an API server already streaming every pod (at tier L, 628 of them did).
+    ///
+    /// [`list_started`]: ClusterState::list_started
     pub fn take_nodes_to_list(&mut self) -> Vec<String> {
+        if !self.pods_listed() {
+            return Vec::new();
+        }
         std::mem::take(&mut self.nodes_to_list)
     }
 
-    /// Whether some node's pods are to be listed.
+    /// Whether some node's pods are to be listed now.
     pub fn wants_node_lists(&self) -> bool {
-        !self.nodes_to_list.is_empty()
+        self.pods_listed() && !self.nodes_to_list.is_empty()
+    }
+
+    /// The pods were listed, and no relist of them is under way.
+    fn pods_listed(&self) -> bool {
+        self.sync.listed.contains(&WatchedKind::Pod) && self.pods.relist.is_none()
     }
 
     /// The pods of `node` as listed at `now` (`spec.nodeName=<node>`): its Ready pods are kept,
@@ -1444,6 +1462,25 @@ mod tests {
         assert!(ready_pods(&s).is_empty());
         assert_eq!(s.apply_listed_pods("n1", &listed), Change::None);
         assert!(ready_pods(&s).is_empty());
+    }
+
+    #[test]
+    fn node_lists_wait_for_the_pods_list_which_brings_the_nodes_not_ready_when_it_started() {
+        let mut s = synced(0, &[("n1", "True"), ("n2", "True")]);
+        // A relist of the pods starts while n1 is not Ready: its pods come with the list.
+        s.apply_node(&node("n1", "False"), at(1));
+        s.list_started(WatchedKind::Pod);
+        s.apply_pod(&running_pod("a", "n2", "True"), at(2));
+        // n2 leaves Ready during the list (a, already listed, was not kept): listed after it.
+        s.apply_node(&node("n2", "False"), at(3));
+        s.apply_pod(&running_pod("b", "n1", "True"), at(4));
+        assert!(!s.wants_node_lists(), "no node list while the pods are listed");
+        assert!(s.take_nodes_to_list().is_empty());
+        s.list_done(WatchedKind::Pod, at(5));
+        assert!(s.wants_node_lists());
+        assert_eq!(s.take_nodes_to_list(), vec!["n2".to_string()], "n1's pods came with it");
+        s.apply_listed_pods("n2", &[running_pod("a", "n2", "True")]);
+        assert_eq!(ready_pods(&s), vec!["a", "b"]);
     }
 
     #[test]
