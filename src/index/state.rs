@@ -211,8 +211,8 @@ pub struct ClusterState {
     /// Nodes whose Ready condition is False or Unknown, by name: the pods on them that are
     /// Ready=True are kept too (`readyOnDeadNode`), listed once when the node leaves Ready
     /// (after the pods' list, if one is under way: [`ClusterState::take_nodes_to_list`]), then
-    /// followed by the pod watch. With each, the
-    /// UIDs of its pods the pod watch delivered since: the listed copy of those may be older.
+    /// followed by the pod watch. With each, the UIDs of its pods the pod watch delivered since:
+    /// the listed copy of those may be older.
     unready_nodes: HashMap<String, HashSet<Uid>>,
     /// Nodes whose pods are to be listed.
     nodes_to_list: Vec<String>,
