@@ -16,6 +16,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use crate::telemetry::{self, LogFormat};
 use crate::{Error, Result};
+use connect::Windows;
 
 /// Heals what Kubernetes leaves stuck when a kubelet stops answering: pods Terminating forever on
 /// dead nodes, rollouts blocked behind them, NotReady nodes, stale Ready=False pods.
@@ -162,12 +163,12 @@ impl ConnectionArgs {
     /// A client for long-running work: connections time out, reads do not (watches stay open
     /// for minutes).
     pub async fn client(&self) -> Result<kube::Client> {
-        self.build_client(false, true).await
+        self.build_client(false, true, Windows::Reads).await
     }
 
     /// A client for one-shot commands: every request times out.
     pub async fn one_shot_client(&self) -> Result<kube::Client> {
-        self.build_client(true, true).await
+        self.build_client(true, true, Windows::Reads).await
     }
 
     /// The operator's writer's client (its fresh reads and writes, never a watch): every request
@@ -177,11 +178,16 @@ impl ConnectionArgs {
     /// times): an eviction a PodDisruptionBudget refuses is answered 429, and the policy decides
     /// again 10 s later.
     pub async fn writer_client(&self) -> Result<kube::Client> {
-        self.build_client(true, false).await
+        self.build_client(true, false, Windows::Requests).await
     }
 
     /// Builds a client from the kubeconfig (or in-cluster configuration) these options name.
-    async fn build_client(&self, read_timeout: bool, retry: bool) -> Result<kube::Client> {
+    async fn build_client(
+        &self,
+        read_timeout: bool,
+        retry: bool,
+        windows: Windows,
+    ) -> Result<kube::Client> {
         let options = KubeConfigOptions { context: self.context.clone(), ..Default::default() };
         let mut config = match &self.kubeconfig {
             Some(path) => {
@@ -206,7 +212,7 @@ impl ConnectionArgs {
             config.reset_reader_on_write = true;
         }
         config.default_retry = retry;
-        connect::client(config).map_err(Error::BuildClient)
+        connect::client(config, windows).map_err(Error::BuildClient)
     }
 }
 
