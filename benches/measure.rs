@@ -217,6 +217,7 @@ pub async fn measure<F: std::future::Future<Output = Result<()>>>(
     let ready_at = jiff::Timestamp::now();
     let cpu_sync_s = cpu_seconds(pid)?;
     tokio::time::sleep(settle).await;
+    still_running(&mut process.child, started, log)?;
     let (rss, peak) = memory(pid)?;
     let (anon, file) = (status_bytes(pid, "RssAnon:")?, status_bytes(pid, "RssFile:")?);
     let kept_pods = match http_get(readyz, "/metrics").await {
@@ -226,10 +227,11 @@ pub async fn measure<F: std::future::Future<Output = Result<()>>>(
     let cpu_steady_s = cpu_seconds(pid)? - cpu_sync_s;
     let churn = match churn {
         Some(churn) => {
-            let (from, cpu_before, started) =
+            let (from, cpu_before, churn_started) =
                 (jiff::Timestamp::now(), cpu_seconds(pid)?, Instant::now());
             churn.await?;
-            let seconds = started.elapsed().as_secs_f64();
+            still_running(&mut process.child, started, log)?;
+            let seconds = churn_started.elapsed().as_secs_f64();
             let cpu_s = cpu_seconds(pid)? - cpu_before;
             let (rss, peak) = memory(pid)?;
             let pod_events = pod_writes(&cluster.audit_log, from, jiff::Timestamp::now())?;
@@ -253,6 +255,19 @@ pub async fn measure<F: std::future::Future<Output = Result<()>>>(
         requests,
         churn,
     })
+}
+
+/// Fails if the measured process, ready before, has exited since (an operator that loses its
+/// leader Lease exits), saying so rather than that its `/proc` entry has no memory figures.
+fn still_running(child: &mut Child, started: Instant, log: &Path) -> Result<()> {
+    match child.try_wait()? {
+        Some(status) => bail!(
+            "exited ({status}) {:.0} s after its start, after it was ready; see {}",
+            started.elapsed().as_secs_f64(),
+            log.display()
+        ),
+        None => Ok(()),
+    }
 }
 
 /// A free loopback address for a process's HTTP endpoints.
