@@ -113,12 +113,11 @@ async fn run() -> Result<()> {
 /// Above this many pods (tier L) the control plane is fitted to the machine
 /// (`ClusterOptions::large`), and only kube-remediator (streamed and paged initial lists) and
 /// the two peers are measured on the populated cluster: the machine's memory and the run's
-/// time. A process that is not ready within 600 s there is reported as such, and the run goes
-/// on with the next.
+/// time.
 const LARGE: usize = 100_000;
 
-/// From this many pods (tier M) a process that fails to be measured is reported and the run goes
-/// on with the next one.
+/// From this many pods (tier M) a process that fails to be measured (not ready within 600 s, or
+/// exited) is reported as such, and the run goes on with the next one.
 const KEEP_GOING_FROM: usize = 30_000;
 
 fn large() -> bool {
