@@ -22,7 +22,8 @@ use crate::adapters::rearm_token;
 use crate::core::ahead::NOTHING_AHEAD;
 use crate::core::{
     Acting, ActionOutcome, CONDITION_INVALID, Decision, Evaluation, Gauges, InvalidPolicy, Ledger,
-    MaxUnhealthy, Observed, Past, PendingNow, Plan, PodNow, PolicyHistory, Reads, StatusWrite,
+    MaxUnhealthy, Observed, Past, PendingNow, Plan, PodNow, PolicyHistory, REPORTS_BEYOND_BUDGET, Reads,
+    StatusWrite,
     StormInput, ValidatedPolicy, decide, desired_status, validate,
 };
 use crate::crd::{ActionKind, ActionResult, Mode, RemediationPolicy, RemediationPolicyStatus};
@@ -321,6 +322,7 @@ fn commit<'a>(
         fencing_notices: decision.fencing_notices.clone(),
         pod_notices: decision.pod_notices.clone(),
         node_notices: decision.node_notices.clone(),
+        reports_beyond_budget: decision.reports_beyond_budget.clone(),
         status: decision.status.clone(),
         previous: reads.previous,
         carried: decision.carried.clone(),
@@ -398,6 +400,7 @@ async fn reject(
             fencing_notices: Vec::new(),
             pod_notices: Vec::new(),
             node_notices: Vec::new(),
+            reports_beyond_budget: None,
             status,
             previous,
             carried: Vec::new(),
@@ -421,6 +424,9 @@ fn log_news(policy: &str, decision: &Decision) {
         } else {
             info!(policy, reason, "{note}");
         }
+    }
+    if let Some(beyond) = &decision.reports_beyond_budget {
+        warn!(policy, reason = REPORTS_BEYOND_BUDGET, "{}", beyond.note);
     }
     for node in &decision.evidence.newly_held_alive {
         info!(policy, node = %node.name, why = %node.why, "node not Ready but held alive: its kubelet answers");

@@ -18,8 +18,8 @@ use super::observed::{NodeView, Observed};
 use super::pending_resolution::{PodNow, node_action_took_effect, resolve_failed, resolve_pending};
 use super::plan::{Plan, plan};
 use super::pod_notices::{
-    FencingNotice, PodNotice, held_by_finalizers, needs_fencing, ready_on_dead_node,
-    repaired_by_kubelet, stale_ready, stuck_on_live_nodes,
+    BeyondBudget, Budgeted, FencingNotice, PodNotice, held_by_finalizers, needs_fencing, ready_on_dead_node,
+    repaired_by_kubelet, stale_ready, stuck_on_live_nodes, within_budget,
 };
 use super::policy::ValidatedPolicy;
 use super::status::{
@@ -61,10 +61,14 @@ pub struct Decision {
     /// The circuit's transitions (opened, latched, re-armed, cooling down, closed): reason and
     /// note.
     pub circuit_notices: Vec<(&'static str, String)>,
-    /// Pods newly held for want of fencing or by a finalizer.
+    /// Pods newly held for want of fencing or by a finalizer (within the report budget).
     pub fencing_notices: Vec<FencingNotice>,
-    /// Pods newly stuck on a live node or left Ready=False, or with new evidence.
+    /// Pods newly stuck on a live node or left Ready=False, or with new evidence (within the
+    /// report budget).
     pub pod_notices: Vec<PodNotice>,
+    /// The new notices beyond the report budget ([`super::pod_notices::ReportBudget`]), counted
+    /// in one Event on the policy, if any.
+    pub reports_beyond_budget: Option<BeyondBudget>,
     /// Dead nodes newly left alone (in maintenance, shutting down, another tool's): once per
     /// node and episode.
     pub node_notices: Vec<NodeNotice>,
@@ -124,6 +128,12 @@ pub fn decide(
         .chain(repaired_by_kubelet(&plan))
         .collect();
     let (pod_notices, pod_notified) = history.new_pod_notices(pods);
+    let Budgeted {
+        fencing: fencing_notices,
+        pods: pod_notices,
+        budget: report_budget,
+        beyond: reports_beyond_budget,
+    } = within_budget(history.report_budget(), now, fencing_notices, pod_notices);
     let (node_notices, node_notified) = new_node_notices(&plan, observed, history.node_notified());
     let (evidence, held_alive) = history.evidence_news(&plan);
     let earlier = resolve_earlier(history, reads);
@@ -151,6 +161,7 @@ pub fn decide(
             suspended: plan.suspended.clone(),
             fencing_notified,
             pod_notified,
+            report_budget,
             node_notified,
             pending_resolved: earlier.pending_resolved,
             settled: earlier.settled,
@@ -163,6 +174,7 @@ pub fn decide(
         status,
         fencing_notices,
         pod_notices,
+        reports_beyond_budget,
         node_notices,
         evidence,
         gauges,
@@ -263,6 +275,7 @@ mod tests {
     use crate::core::history::{ActionOutcome, StatusWrite};
     use crate::core::observed::fixtures::pod;
     use crate::core::observed::{OwnerRef, PodView, Readiness};
+    use crate::core::stamp::Stamp;
     use crate::core::zones::ZONE_LABEL;
     use crate::crd::{ActionKind, ActionResult, CircuitState, Mode, RemediationPolicySpec};
 
@@ -727,5 +740,41 @@ mod tests {
         let at_due = decide_and_commit(&mut switched, &with, &dry_run, due, written);
         assert_eq!(at_due.ahead.withdrawn.len(), 1, "{:?}", at_due.ahead);
         assert!(at_due.ahead.stored.is_empty());
+    }
+
+    /// A dead node with more pods left Ready=True than the report budget: the first decision
+    /// gives the budget's worth an Event and counts the rest; the history remembers them all,
+    /// and what the budget regained goes to the pods reported later.
+    #[test]
+    fn reports_beyond_the_budget_are_counted_once_and_the_budget_refills() {
+        let burst = crate::core::REPORT_EVENTS_BURST as usize;
+        let ready = |i: usize| PodView {
+            deletion_timestamp: Stamp::NONE,
+            terminating_seen: Stamp::NONE,
+            ready_since: Stamp::from(at(-3_600)),
+            ..pod(&format!("r{i:03}"), "dead")
+        };
+        let pods = |n: usize| (0..n).map(ready).collect::<Vec<_>>();
+        let dry_run = policy(Mode::DryRun, |_| {});
+        let mut history = PolicyHistory::default();
+        let unchanged = |_: &Decision| StatusWrite::Unchanged;
+
+        let first = world(vec![node("dead", false)], pods(burst + 50));
+        let outage = decide_and_commit(&mut history, &first, &dry_run, at(0), unchanged);
+        assert_eq!(outage.gauges.ready_on_dead_node, burst + 50);
+        assert_eq!(outage.pod_notices.len(), burst);
+        let beyond = outage.reports_beyond_budget.as_ref().expect("the rest counted");
+        assert!(beyond.note.starts_with("50 more pods to report"), "{}", beyond.note);
+        assert_eq!(beyond.first.1, format!("r{burst:03}"));
+
+        // Six seconds later: nothing new, nothing said; one new pod gets one of the ten Events
+        // the budget regained.
+        let again = decide_and_commit(&mut history, &first, &dry_run, at(6), unchanged);
+        assert!(again.pod_notices.is_empty() && again.reports_beyond_budget.is_none());
+        let more = world(vec![node("dead", false)], pods(burst + 51));
+        let later = decide_and_commit(&mut history, &more, &dry_run, at(6), unchanged);
+        let said: Vec<&str> = later.pod_notices.iter().map(|n| n.pod.as_str()).collect();
+        assert_eq!(said, [format!("r{:03}", burst + 50)]);
+        assert!(later.reports_beyond_budget.is_none());
     }
 }

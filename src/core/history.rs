@@ -16,7 +16,7 @@ use super::guards::RATE_WINDOW;
 use super::node::NodeSummary;
 use super::observed::{Backoff, CircuitMemory, Observed, OwnerKey, PastAction};
 use super::plan::Plan;
-use super::pod_notices::{FencingNotice, PodNotice};
+use super::pod_notices::{FencingNotice, PodNotice, ReportBudget};
 use super::status::{REPORTS_EVERY, circuit_memory};
 use crate::crd::{ActionResult, Mode, RecentAction, RemediationPolicyStatus};
 
@@ -39,6 +39,8 @@ pub struct PolicyHistory {
     fencing_notified: BTreeSet<String>,
     /// Pods stuck on live nodes or left Ready=False already reported, with the evidence.
     pod_notified: BTreeMap<String, String>,
+    /// What is left of the budget of Events about pods that report.
+    report_budget: ReportBudget,
     /// Failing nodes already reported as left alone in their current episode, with the hold.
     node_notified: BTreeMap<String, &'static str>,
     /// When to decide again because an action was skipped (the last look found the world
@@ -119,6 +121,7 @@ pub struct Decided {
     pub(super) suspended: Option<Suspension>,
     pub(super) fencing_notified: BTreeSet<String>,
     pub(super) pod_notified: BTreeMap<String, String>,
+    pub(super) report_budget: ReportBudget,
     pub(super) node_notified: BTreeMap<String, &'static str>,
     /// The Pending records are resolved (in this decision or before).
     pub(super) pending_resolved: bool,
@@ -232,6 +235,7 @@ impl PolicyHistory {
             suspended,
             fencing_notified,
             pod_notified,
+            report_budget,
             node_notified,
             ahead_recorded,
             ahead_forgotten,
@@ -240,6 +244,7 @@ impl PolicyHistory {
         self.circuit = Some(circuit);
         (self.held_alive, self.suspended) = (held_alive, suspended);
         (self.fencing_notified, self.pod_notified) = (fencing_notified, pod_notified);
+        self.report_budget = report_budget;
         self.node_notified = node_notified;
         self.pending_resolved |= decided.pending_resolved;
         for key in &decided.settled {
@@ -372,6 +377,11 @@ impl PolicyHistory {
             .filter(|n| self.pod_notified.get(&n.uid) != Some(&n.evidence))
             .collect();
         (fresh, now)
+    }
+
+    /// What is left of the budget of Events about pods that report.
+    pub(super) fn report_budget(&self) -> ReportBudget {
+        self.report_budget
     }
 
     /// The failing nodes already reported as left alone, with the hold said.

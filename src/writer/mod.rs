@@ -22,7 +22,8 @@ use tracing::{info, warn};
 use crate::Result;
 use crate::core::ahead::{RecordKey, records_before_requests};
 use crate::core::{
-    Action, FencingNotice, LastLook, NodeNotice, PodNotice, ValidatedPolicy, push_recent_actions,
+    Action, BeyondBudget, FencingNotice, LastLook, NodeNotice, PodNotice, REPORTS_BEYOND_BUDGET,
+    ValidatedPolicy, push_recent_actions,
 };
 use crate::crd::{
     ActionKind, ActionResult, Mode, RecentAction, RemediationPolicy, RemediationPolicyStatus,
@@ -78,6 +79,8 @@ pub struct Commit<'a> {
     /// Dead nodes newly left alone (in maintenance, shutting down, another tool's): an Event
     /// on each.
     pub node_notices: Vec<NodeNotice>,
+    /// The new pod notices beyond the report budget: one Event on the policy counts them.
+    pub reports_beyond_budget: Option<BeyondBudget>,
     /// The desired status, before this reconcile's action records are added.
     pub status: RemediationPolicyStatus,
     /// Records of earlier actions to add first: ones whose status write failed (their Events
@@ -94,6 +97,14 @@ pub struct Commit<'a> {
     /// instant: once it is written, their last looks' reads go out shortly before that
     /// ([`Writer::look_early`]).
     pub early_looks: &'a [(Timestamp, crate::core::PodTarget)],
+}
+
+/// A commit's reports, published after its actions.
+struct Reports {
+    fencing: Vec<FencingNotice>,
+    pods: Vec<PodNotice>,
+    nodes: Vec<NodeNotice>,
+    beyond: Option<BeyondBudget>,
 }
 
 /// What a commit did. The outcomes are returned even when the status write failed, so the
@@ -143,8 +154,9 @@ impl Writer {
         Writer { leader, ..self }
     }
 
-    /// Writes one reconcile's result: the notices, then the actions (carried out or recorded),
-    /// then the status with the actions' records, if it changed.
+    /// Writes one reconcile's result: the notices on the policy, then the actions (carried out
+    /// or recorded), the reports about pods and nodes, and the status with the actions' records,
+    /// if it changed.
     pub async fn commit(&self, commit: Commit<'_>) -> Committed {
         let Commit {
             policy,
@@ -154,6 +166,7 @@ impl Writer {
             fencing_notices,
             pod_notices,
             node_notices,
+            reports_beyond_budget,
             mut status,
             previous,
             carried,
@@ -161,6 +174,12 @@ impl Writer {
             recorded_ahead,
             early_looks,
         } = commit;
+        let reports = Reports {
+            fencing: fencing_notices,
+            pods: pod_notices,
+            nodes: node_notices,
+            beyond: reports_beyond_budget,
+        };
         for record in &resolved {
             self.resolved_events(policy, record).await;
         }
@@ -174,15 +193,6 @@ impl Writer {
                 notice.note,
             )
             .await;
-        }
-        for notice in &fencing_notices {
-            self.fencing_events(&policy.name_any(), notice).await;
-        }
-        for notice in &pod_notices {
-            self.pod_notice_event(&policy.name_any(), notice).await;
-        }
-        for notice in &node_notices {
-            self.node_notice_event(&policy.name_any(), notice).await;
         }
         let outcomes = match validated {
             Some(validated) if !actions.is_empty() => {
@@ -209,6 +219,7 @@ impl Writer {
                         Err(e) => {
                             warn!(policy = %policy.name_any(), error = %e,
                                 "cannot record the actions before taking them: none taken");
+                            self.reports(policy, &reports).await;
                             return Committed { outcomes: Vec::new(), status: Err(e) };
                         }
                     }
@@ -218,6 +229,9 @@ impl Writer {
             _ => Vec::new(),
         };
         push_recent_actions(&mut status, outcomes.iter().map(|o| o.record.clone()));
+        // The reports about pods and nodes after the actions (none waits behind them), before
+        // the status that lists them.
+        self.reports(policy, &reports).await;
         let status = if previous == Some(&status) {
             Ok(None)
         } else {
@@ -232,6 +246,28 @@ impl Writer {
             }
         };
         Committed { outcomes, status }
+    }
+
+    /// The Events of a commit's reports: pods held for fencing or by a finalizer, pods reported
+    /// (stuck on a live node, readiness), dead nodes left alone, and the count of the pods
+    /// beyond the report budget.
+    async fn reports(&self, policy: &RemediationPolicy, reports: &Reports) {
+        let name = policy.name_any();
+        for notice in &reports.fencing {
+            self.fencing_events(&name, notice).await;
+        }
+        for notice in &reports.pods {
+            self.pod_notice_event(&name, notice).await;
+        }
+        for notice in &reports.nodes {
+            self.node_notice_event(&name, notice).await;
+        }
+        if let Some(beyond) = &reports.beyond {
+            let (namespace, pod, uid) = &beyond.first;
+            let first = events::pod_reference(namespace, pod, uid);
+            let note = beyond.note.clone();
+            self.policy_event_on(policy, first, REPORTS_BEYOND_BUDGET, "Report", note).await;
+        }
     }
 
     /// [`Writer::look_early`] for each due instant of `early_looks`, their records stored.

@@ -360,6 +360,7 @@ fn commit_of<'a>(
         fencing_notices: Vec::new(),
         pod_notices: Vec::new(),
         node_notices: Vec::new(),
+        reports_beyond_budget: None,
         status: RemediationPolicyStatus::default(),
         previous: None,
         carried: Vec::new(),

@@ -18,6 +18,10 @@
 //! (its endpoints not ready), timed from the node's death by our evidence; in DryRun (a second
 //! policy over another pod of the same nodes) nothing is written, the `Would…` Event says what
 //! would be.
+//!
+//! A dead node with more such pods than a policy's budget of Events about pods
+//! (`rd-report-budget`): the first pods get their Event, the rest are counted in one Event on
+//! the policy, and the gauge still counts every one.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -27,8 +31,10 @@ use anyhow::{Context, Result, bail, ensure};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::events::v1::Event;
 use kube::Api;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube_remediator::core::REPORT_EVENTS_BURST;
 use libtest_mimic::Trial;
 use serde_json::json;
 
@@ -43,6 +49,7 @@ pub fn trials() -> Vec<Trial> {
     vec![
         prod_e2e!("rd-orders-reported", pods_left_ready_on_dead_nodes_are_reported),
         prod_e2e!("rd-mark-not-ready", pods_left_ready_on_dead_nodes_are_marked_not_ready),
+        prod_e2e!("rd-report-budget", reports_beyond_the_event_budget_are_counted_on_the_policy),
     ]
 }
 
@@ -359,4 +366,95 @@ impl Drop for EndpointHistory {
     fn drop(&mut self) {
         self.task.abort();
     }
+}
+
+/// More pods left Ready=True on one dead node (order (a)) than the report budget allows at
+/// once: as many get a `ReadyOnDeadNode` Event as the budget allows, none twice, and the rest
+/// are counted in `ReportsBeyondBudget` Events on the policy; the gauge counts every one.
+async fn reports_beyond_the_event_budget_are_counted_on_the_policy(
+    cluster: &Cluster,
+    env: &TestEnv,
+) -> Result<()> {
+    use futures::StreamExt;
+    const OVER: usize = 20;
+    let pods = REPORT_EVENTS_BURST as usize + OVER;
+    let (a, kubelet_a) = env.add_live_node_without_kubelet("a").await?;
+    let created: Vec<Result<()>> = futures::stream::iter(0..pods)
+        .map(|i| {
+            let a = &a;
+            async move {
+                let name = format!("p{i:03}");
+                env.create_bound_pod(&name, a).await?;
+                env.write_pod_status(&name, true).await
+            }
+        })
+        .buffer_unordered(8)
+        .collect()
+        .await;
+    created.into_iter().collect::<Result<()>>()?;
+    env.create_policy(json!({
+        "mode": "DryRun",
+        "nodeSelector": { "matchLabels": { ZONE_LABEL: env.zone } },
+        "deadNode": {
+            "notReadyFor": format!("{NOT_READY_FOR}s"),
+            "leaseStaleFor": format!("{LEASE_STALE_FOR}s"),
+        },
+        "safety": { "maxUnhealthyNodes": 3 },
+    }))
+    .await?;
+    let op = Operator::start(cluster, env).await?;
+    renewed_since(env, &a, Timestamp::now()).await?;
+    drop(kubelet_a);
+    post_not_ready(env, &a).await?;
+
+    // Every pod counted; the pods beyond the budget counted on the policy.
+    let gauge = || op.metric("kube_remediator_ready_on_dead_node_pods", &[("policy", &env.name)]);
+    wait_for("every pod counted", Duration::from_secs(150), || async {
+        Ok((gauge().await? == Some(pods as f64)).then_some(()))
+    })
+    .await?;
+    let beyond = wait_for("the pods beyond the budget counted", Duration::from_secs(30), || async {
+        let events = env.events_about("RemediationPolicy", &env.name, "ReportsBeyondBudget").await?;
+        let counted: usize = events.iter().map(|e| counted_beyond(e.note.as_deref())).sum();
+        Ok((counted > 0).then_some(counted))
+    })
+    .await?;
+    let events: Api<Event> = Api::namespaced(env.client.clone(), &env.namespace);
+    let mut given: Vec<String> = events
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("ReadyOnDeadNode"))
+        .filter_map(|e| e.regarding.and_then(|r| r.name))
+        .collect();
+    let events_given = given.len();
+    given.sort();
+    given.dedup();
+    ensure!(given.len() == events_given, "a pod given two ReadyOnDeadNode Events: {given:?}");
+    ensure!(
+        given.len() >= REPORT_EVENTS_BURST as usize,
+        "{} pods given an Event: the budget allows {REPORT_EVENTS_BURST} at once",
+        given.len()
+    );
+    ensure!(
+        given.len() + beyond == pods,
+        "{} pods given an Event and {beyond} counted beyond the budget, of {pods}",
+        given.len()
+    );
+    eprintln!(
+        "[{}] {pods} pods left Ready on a dead node: {} given an Event, {beyond} counted on the \
+         policy",
+        env.name,
+        given.len()
+    );
+    Ok(())
+}
+
+/// The pods a `ReportsBeyondBudget` note counts ("N more pods to report ...").
+fn counted_beyond(note: Option<&str>) -> usize {
+    let Some(note) = note else { return 0 };
+    let Some(at) = note.find(" more pods to report") else { return 0 };
+    let number = note[..at].rsplit(' ').next().unwrap_or_default();
+    number.parse().unwrap_or(0)
 }
