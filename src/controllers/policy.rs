@@ -22,9 +22,8 @@ use crate::adapters::rearm_token;
 use crate::core::ahead::NOTHING_AHEAD;
 use crate::core::{
     Acting, ActionOutcome, CONDITION_INVALID, Decision, Evaluation, Gauges, InvalidPolicy, Ledger,
-    MaxUnhealthy, Observed, Past, PendingNow, Plan, PodNow, PolicyHistory, REPORTS_BEYOND_BUDGET, Reads,
-    StatusWrite,
-    StormInput, ValidatedPolicy, decide, desired_status, validate,
+    MaxUnhealthy, Observed, Past, PendingNow, Plan, PodNow, PolicyHistory, REPORTS_BEYOND_BUDGET,
+    Reads, StatusWrite, StormInput, ValidatedPolicy, decide, desired_status, validate,
 };
 use crate::crd::{ActionKind, ActionResult, Mode, RemediationPolicy, RemediationPolicyStatus};
 use crate::index::watches::{SharedState, trigger_stream};

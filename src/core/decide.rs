@@ -18,8 +18,8 @@ use super::observed::{NodeView, Observed};
 use super::pending_resolution::{PodNow, node_action_took_effect, resolve_failed, resolve_pending};
 use super::plan::{Plan, plan};
 use super::pod_notices::{
-    BeyondBudget, Budgeted, FencingNotice, PodNotice, held_by_finalizers, needs_fencing, ready_on_dead_node,
-    repaired_by_kubelet, stale_ready, stuck_on_live_nodes, within_budget,
+    BeyondBudget, Budgeted, FencingNotice, PodNotice, held_by_finalizers, needs_fencing,
+    ready_on_dead_node, repaired_by_kubelet, stale_ready, stuck_on_live_nodes, within_budget,
 };
 use super::policy::ValidatedPolicy;
 use super::status::{

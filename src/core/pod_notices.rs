@@ -267,7 +267,9 @@ impl ReportBudget {
             return self;
         }
         let from = self.whole_at.filter(|at| *at > now).unwrap_or(now);
-        ReportBudget { whole_at: Some(from + REPORT_EVENT_EVERY * i32::try_from(events).unwrap_or(i32::MAX)) }
+        ReportBudget {
+            whole_at: Some(from + REPORT_EVENT_EVERY * i32::try_from(events).unwrap_or(i32::MAX)),
+        }
     }
 }
 
@@ -450,7 +452,12 @@ mod tests {
             ("all spent, one period later", all, at(600), 1),
             ("all spent, ten periods later", all, at(6_000), 10),
             ("all spent, a minute later: whole", all, at(60_000), REPORT_EVENTS_BURST),
-            ("all spent, an hour later: no more than whole", all, at(3_600_000), REPORT_EVENTS_BURST),
+            (
+                "all spent, an hour later: no more than whole",
+                all,
+                at(3_600_000),
+                REPORT_EVENTS_BURST,
+            ),
             ("ten spent", whole.spend(10, t0), t0, REPORT_EVENTS_BURST - 10),
             ("none spent", whole.spend(0, t0), t0, REPORT_EVENTS_BURST),
             ("spent twice", whole.spend(60, t0).spend(40, at(1_200)), at(1_200), 2),
@@ -478,7 +485,9 @@ mod tests {
                 REPORT_EVENTS_BURST,
                 30,
                 burst - 30,
-                Some("49930 more pods to report than the policy's Events about pods allow (100 at once, then one each 0.6 s): ReadyOnDeadNode 49930, from pod ns/p70 on."),
+                Some(
+                    "49930 more pods to report than the policy's Events about pods allow (100 at once, then one each 0.6 s): ReadyOnDeadNode 49930, from pod ns/p70 on.",
+                ),
             ),
             (
                 "fencing alone beyond",
@@ -487,13 +496,22 @@ mod tests {
                 REPORT_EVENTS_BURST,
                 burst,
                 0,
-                Some("5 more pods to report than the policy's Events about pods allow (100 at once, then one each 0.6 s): NeedsFencing 2, ReadyOnDeadNode 3, from pod ns/f100 on."),
+                Some(
+                    "5 more pods to report than the policy's Events about pods allow (100 at once, then one each 0.6 s): NeedsFencing 2, ReadyOnDeadNode 3, from pod ns/f100 on.",
+                ),
             ),
-            ("budget spent", 1, 1, 0, 0, 0, Some("NeedsFencing 1, ReadyOnDeadNode 1, from pod ns/f0 on.")),
+            (
+                "budget spent",
+                1,
+                1,
+                0,
+                0,
+                0,
+                Some("NeedsFencing 1, ReadyOnDeadNode 1, from pod ns/f0 on."),
+            ),
         ];
         for (case, f, p, left, kept_f, kept_p, says) in cases {
-            let budget = ReportBudget::default()
-                .spend(REPORT_EVENTS_BURST - left, t0);
+            let budget = ReportBudget::default().spend(REPORT_EVENTS_BURST - left, t0);
             let cut = within_budget(budget, t0, fencing(f), pods(p));
             assert_eq!((cut.fencing.len(), cut.pods.len()), (kept_f, kept_p), "{case}");
             assert_eq!(cut.budget.left(t0), left - (kept_f + kept_p) as u32, "{case}");

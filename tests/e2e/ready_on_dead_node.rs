@@ -408,17 +408,20 @@ async fn reports_beyond_the_event_budget_are_counted_on_the_policy(
     post_not_ready(env, &a).await?;
 
     // Every pod counted; the pods beyond the budget counted on the policy.
-    let gauge = || op.metric("kube_remediator_ready_on_dead_node_pods", &[("policy", &env.name)]);
+    let labels = [("policy", env.name.as_str())];
     wait_for("every pod counted", Duration::from_secs(150), || async {
-        Ok((gauge().await? == Some(pods as f64)).then_some(()))
+        let gauge = op.metric("kube_remediator_ready_on_dead_node_pods", &labels).await?;
+        Ok((gauge == Some(pods as f64)).then_some(()))
     })
     .await?;
-    let beyond = wait_for("the pods beyond the budget counted", Duration::from_secs(30), || async {
-        let events = env.events_about("RemediationPolicy", &env.name, "ReportsBeyondBudget").await?;
-        let counted: usize = events.iter().map(|e| counted_beyond(e.note.as_deref())).sum();
-        Ok((counted > 0).then_some(counted))
-    })
-    .await?;
+    let beyond =
+        wait_for("the pods beyond the budget counted", Duration::from_secs(30), || async {
+            let events =
+                env.events_about("RemediationPolicy", &env.name, "ReportsBeyondBudget").await?;
+            let counted: usize = events.iter().map(|e| counted_beyond(e.note.as_deref())).sum();
+            Ok((counted > 0).then_some(counted))
+        })
+        .await?;
     let events: Api<Event> = Api::namespaced(env.client.clone(), &env.namespace);
     let mut given: Vec<String> = events
         .list(&ListParams::default())
