@@ -86,9 +86,9 @@ pub use observed::{
 pub use pending_resolution::{PodNow, node_action_took_effect, resolve_failed, resolve_pending};
 pub use plan::{Plan, PlanCounts, plan};
 pub use pod_notices::{
-    BeyondBudget, FencingNotice, PodNotice, REPAIRED_BY_KUBELET, REPORT_EVENT_EVERY,
-    REPORT_EVENTS_BURST, REPORTS_BEYOND_BUDGET, ReportBudget, held_by_finalizers, needs_fencing,
-    ready_on_dead_node, repaired_by_kubelet, stale_ready, stuck_on_live_nodes,
+    BeyondBudget, FencingNotice, PodNotice, REPAIRED_BY_KUBELET, REPORT_EVENTS_BURST,
+    REPORTS_BEYOND_BUDGET, held_by_finalizers, needs_fencing, ready_on_dead_node,
+    repaired_by_kubelet, stale_ready, stuck_on_live_nodes,
 };
 pub use policy::{
     FencingNeeds, Finalizers, InvalidPolicy, LiveNodeStuck, MaxUnhealthy, NodeActions,
