@@ -467,6 +467,57 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Generated histories of decisions (a gap since the last, new fencing and pod
+        /// notices): no notice is lost (each given an Event or counted once in the note of
+        /// its decision), and in no window are more Events published than the burst and one
+        /// each period since the window began.
+        #[test]
+        fn budget_histories_lose_nothing_and_never_exceed_the_rate(
+            decisions in proptest::collection::vec((0u64..5_000, 0usize..40, 0usize..150), 1..60)
+        ) {
+            let t0: Timestamp = "2026-01-01T00:00:00Z".parse().expect("test timestamp");
+            let mut budget = ReportBudget::default();
+            let mut at_ms = 0u64;
+            // (instant in ms, Events published)
+            let mut published: Vec<(u64, usize)> = Vec::new();
+            for (gap, f, p) in decisions {
+                at_ms += gap;
+                let now = t0 + SignedDuration::from_millis(at_ms as i64);
+                let left = budget.left(now) as usize;
+                let cut = within_budget(
+                    budget,
+                    now,
+                    (0..f).map(fencing_notice).collect(),
+                    (0..p).map(|i| pod_notice(i, "ReadyOnDeadNode")).collect(),
+                );
+                let given = cut.fencing.len() + cut.pods.len();
+                let counted = cut.beyond.as_ref().map_or(0, |b| {
+                    let total: usize = b.note.split(' ').next().and_then(|n| n.parse().ok())
+                        .expect("the note begins with its count");
+                    total
+                });
+                proptest::prop_assert_eq!(given + counted, f + p, "a notice lost at {} ms", at_ms);
+                proptest::prop_assert_eq!(given, (f + p).min(left), "budget unused at {} ms", at_ms);
+                proptest::prop_assert!(cut.fencing.len() == f.min(left), "fencing not first");
+                budget = cut.budget;
+                published.push((at_ms, given));
+            }
+            let every = REPORT_EVENT_EVERY.as_millis() as u64;
+            for (i, (from, _)) in published.iter().enumerate() {
+                let mut sum = 0;
+                for (to, given) in &published[i..] {
+                    sum += given;
+                    let allowed = REPORT_EVENTS_BURST as usize + ((to - from) / every) as usize;
+                    proptest::prop_assert!(
+                        sum <= allowed,
+                        "{} Events from {} ms to {} ms, {} allowed", sum, from, to, allowed
+                    );
+                }
+            }
+        }
+    }
+
     #[test]
     fn notices_beyond_the_budget_are_counted_in_one_note_fencing_first() {
         let t0: Timestamp = "2026-01-01T00:00:00Z".parse().expect("test timestamp");
