@@ -16,14 +16,23 @@
 //!
 //! - Every write is a PUT carrying the `resourceVersion` just read (optimistic concurrency): of
 //!   two candidates, the second gets 409 Conflict and re-reads. The first replica creates the
-//!   Lease (`create`); afterwards only `get` and `update` on that one Lease are used.
+//!   Lease (`create`); afterwards only `get` and `update` on that one Lease are used. A leader
+//!   renews with one PUT of the Lease as its last write stored it, without reading it first
+//!   (client-go's optimistic renewal): a Lease anyone else wrote since is refused with 409, and
+//!   after that or any error the next round reads first.
 //! - A free Lease (absent, or no holder: released) is taken at once.
 //! - A held Lease is taken over once it has not changed for its `leaseDurationSeconds`, as seen
 //!   by this replica's monotonic clock since it first saw the current version: the holder's and
 //!   the follower's wall clocks never need to agree.
-//! - The holder renews every `lease_duration / 3` and may act until `renew_deadline` (two thirds
-//!   of the duration) after it *sent* its last successful renewal: it stops acting a third of the
-//!   lease duration before anyone may take over. The [`LeaderGuard`] compares that deadline with
+//! - The holder renews every fifth of `renew_deadline` (counted from the instant it sent the
+//!   last renewal) and may act until `renew_deadline` (two thirds of the duration) after it *sent*
+//!   its last successful renewal: it stops acting a third of the lease duration before anyone
+//!   may take over. A holder's request may take until that deadline (a follower's, a third of
+//!   the duration), as client-go's renewal may; renewing every fifth of the deadline (2 s of 15)
+//!   and with one request each, a holder keeps its term on an API server that turns slow at
+//!   once if a renewal is answered within 8 s, and on one that stays slow if each is answered
+//!   within 5 s (half the deadline: the next is sent once one is answered). Since the deadline
+//!   counts from the sending, a slow answer never lengthens the time the holder may act. The [`LeaderGuard`] compares that deadline with
 //!   the clock at each use, so a leader whose election task is starved or whose renewals hang
 //!   stops acting on time all the same.
 //! - Followers read the Lease every `min(1 s, lease_duration / 3)`, and at the instant it would
@@ -76,9 +85,12 @@ pub struct Config {
 }
 
 impl Config {
-    /// The holder renews this often.
+    /// The holder renews this often: a fifth of the renew deadline (2 s of a 15 s Lease, as
+    /// client-go's defaults), so that when the API server turns slow at once, a renewal sent on
+    /// time may take four fifths of the deadline (8 s) to be answered and still keep the term;
+    /// when it stays slow, each may take half of it (the next is sent once one is answered).
     pub fn renew_interval(&self) -> Duration {
-        self.lease_duration / 3
+        self.renew_deadline() / 5
     }
 
     /// The holder may act until this long after it sent its last successful renewal.
@@ -91,9 +103,10 @@ impl Config {
         (self.lease_duration / 3).min(MAX_RETRY_PERIOD)
     }
 
-    /// Every request of the election gives up after this long.
-    fn request_timeout(&self) -> Duration {
-        self.renew_interval()
+    /// A request of a replica that does not lead gives up after this long; a leader's gives up
+    /// at its guard's deadline ([`Elector::request_timeout`]).
+    fn follower_request_timeout(&self) -> Duration {
+        self.lease_duration / 3
     }
 }
 
@@ -190,6 +203,12 @@ impl LeaderGuard {
         until == u64::MAX || self.nanos(at) < until
     }
 
+    /// How long the guard stays open from `at`: zero once closed, `None` when always open.
+    fn open_for(&self, at: Instant) -> Option<Duration> {
+        let until = self.inner.until.load(Ordering::Acquire);
+        (until != u64::MAX).then(|| Duration::from_nanos(until.saturating_sub(self.nanos(at))))
+    }
+
     /// Opens the guard until `deadline`.
     fn open_until(&self, deadline: Instant) {
         self.inner.until.store(self.nanos(deadline).max(1), Ordering::Release);
@@ -248,6 +267,7 @@ impl LeaderElection {
             state: tx,
             metrics,
             observed: None,
+            written: None,
             leading: false,
         };
         LeaderElection {
@@ -348,6 +368,10 @@ struct Elector {
     state: watch::Sender<Leadership>,
     metrics: Arc<Metrics>,
     observed: Option<Observed>,
+    /// The Lease as this replica's last successful write of it stored it: while leading, the
+    /// next renewal is one PUT of it (no read first), refused with 409 Conflict if anyone wrote
+    /// the Lease since.
+    written: Option<Lease>,
     /// Whether this replica has led in this process: once lost, the election ends.
     leading: bool,
 }
@@ -398,7 +422,9 @@ impl Elector {
                 self.leading = true;
                 self.metrics.leader.set(1);
                 self.publish(Leadership::Leader);
-                Ok(Ok(self.config.renew_interval()))
+                // The next renewal is due a renew interval after this one was sent, however
+                // long the API server took to answer it.
+                Ok(Ok(self.config.renew_interval().saturating_sub(sent.elapsed())))
             }
             Ok(Round::Following { holder, expires_in }) => {
                 if self.leading {
@@ -437,8 +463,19 @@ impl Elector {
         Ended::Lost(format!("{} ({}/{})", reason, self.config.namespace, self.config.lease))
     }
 
-    /// One read, and at most one write, of the Lease.
+    /// One round: a leader's renewal of the Lease it last wrote (one PUT), or one read and at
+    /// most one write.
     async fn round(&mut self) -> Result<Round> {
+        if self.leading
+            && let Some(mut lease) = self.written.take()
+        {
+            let sent = Instant::now();
+            if let Some(spec) = lease.spec.as_mut() {
+                spec.renew_time = Some(MicroTime(Timestamp::now()));
+                spec.lease_duration_seconds = Some(self.duration_seconds());
+            }
+            return self.write(lease, sent).await;
+        }
         let Some(lease) = self.request("read", self.api.get_opt(&self.config.lease)).await? else {
             let sent = Instant::now();
             let lease = Lease {
@@ -454,6 +491,7 @@ impl Elector {
             {
                 Ok(created) => {
                     self.observe(&created);
+                    self.written = Some(created);
                     Ok(Round::Leading { sent })
                 }
                 Err(e) if is_conflict(&e) => Ok(Round::Conflict),
@@ -488,18 +526,22 @@ impl Elector {
             }
         };
         let sent = Instant::now();
-        let update = Lease { metadata: lease.metadata, spec: Some(spec) };
-        match self
-            .request(
-                "update",
-                self.api.replace(&self.config.lease, &PostParams::default(), &update),
-            )
-            .await
-        {
+        self.write(Lease { metadata: lease.metadata, spec: Some(spec) }, sent).await
+    }
+
+    /// Writes the Lease as this replica holds it, with the `resourceVersion` it carries; `sent`
+    /// is the instant the renewal time was taken, just before the request.
+    async fn write(&mut self, lease: Lease, sent: Instant) -> Result<Round> {
+        let params = PostParams::default();
+        let request = self.api.replace(&self.config.lease, &params, &lease);
+        match self.request("update", request).await {
             Ok(updated) => {
                 self.observe(&updated);
+                self.written = Some(updated);
                 Ok(Round::Leading { sent })
             }
+            // Written by someone else since, or any other error (deleted, refused, a renewal
+            // that may have been stored after all): the next round reads the Lease first.
             Err(e) if is_conflict(&e) => Ok(Round::Conflict),
             Err(e) => Err(e),
         }
@@ -562,13 +604,24 @@ impl Elector {
         Ended::Released
     }
 
+    /// How long a request may take: a leader's, until its guard closes (a renewal answered
+    /// later cannot keep the term anyway, and one answered in time, however slowly, does: the
+    /// guard's deadline counts from the instant the renewal was sent, so a slow answer never
+    /// lengthens the term); another replica's, a renew interval.
+    fn request_timeout(&self) -> Duration {
+        match self.guard.open_for(Instant::now()) {
+            Some(open) if self.leading => open.max(Duration::from_millis(1)),
+            _ => self.config.follower_request_timeout(),
+        }
+    }
+
     /// One request, bounded in time, its error named after the operation.
     async fn request<T>(
         &self,
         verb: &'static str,
         request: impl Future<Output = kube::Result<T>>,
     ) -> Result<T> {
-        let timeout = self.config.request_timeout();
+        let timeout = self.request_timeout();
         match tokio::time::timeout(timeout, request).await {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(kube::Error::Api(s))) if s.code == 403 => {
@@ -621,7 +674,7 @@ mod tests {
             identity: "me".into(),
             lease_duration: Duration::from_secs(15),
         };
-        assert_eq!(config.renew_interval(), Duration::from_secs(5));
+        assert_eq!(config.renew_interval(), Duration::from_secs(2));
         assert_eq!(config.renew_deadline(), Duration::from_secs(10));
         assert_eq!(config.retry_period(), Duration::from_secs(1));
         assert!(config.renew_deadline() < config.lease_duration);
@@ -662,6 +715,7 @@ mod tests {
             state,
             metrics: Arc::new(Metrics::new()),
             observed: None,
+            written: None,
             leading: false,
         }
     }
@@ -672,7 +726,11 @@ mod tests {
         let mut e = elector();
         let sent = Instant::now();
         let next = e.after(Ok(Round::Leading { sent })).expect("no error");
-        assert_eq!(next, Ok(Duration::from_secs(5)));
+        assert!(
+            next.as_ref()
+                .is_ok_and(|n| *n <= Duration::from_secs(2) && *n > Duration::from_millis(1_900)),
+            "the next renewal 2 s after this one was sent: {next:?}"
+        );
         assert!(e.guard.may_act() && e.metrics.leader.get() == 1);
         assert_eq!(*e.state.borrow(), Leadership::Leader);
 
@@ -738,6 +796,109 @@ mod tests {
             "a follower's writer sent {:?}",
             request.ok().flatten().map(|(r, _)| r.uri().to_string())
         );
+    }
+
+    type Counts = Arc<std::sync::Mutex<std::collections::BTreeMap<String, u32>>>;
+
+    /// A Lease API on a mock service that answers every request the milliseconds in `delay`
+    /// after it arrives, keeping one Lease with optimistic concurrency. Returns the count of
+    /// requests by verb.
+    fn slow_lease_api(delay: Arc<AtomicU64>) -> (Client, Counts) {
+        type Req = http::Request<kube::client::Body>;
+        type Resp = http::Response<kube::client::Body>;
+        let (service, mut handle) = tower_test::mock::pair::<Req, Resp>();
+        let counts = Arc::new(std::sync::Mutex::new(std::collections::BTreeMap::new()));
+        let seen = counts.clone();
+        tokio::spawn(async move {
+            let stored: Arc<std::sync::Mutex<Option<Lease>>> = Arc::default();
+            while let Some((request, send)) = handle.next_request().await {
+                let method = request.method().to_string();
+                *seen.lock().expect("counts").entry(method.clone()).or_insert(0) += 1;
+                let body = http_body_util::BodyExt::collect(request.into_body()).await;
+                let body = body.map(|b| b.to_bytes()).unwrap_or_default();
+                let stored = stored.clone();
+                let delay = Duration::from_millis(delay.load(Ordering::Relaxed));
+                tokio::spawn(async move {
+                    tokio::time::sleep(delay).await;
+                    let mut stored = stored.lock().expect("the Lease");
+                    let next_version = |l: &Option<Lease>| {
+                        let v = l.as_ref().and_then(|l| l.metadata.resource_version.clone());
+                        (v.and_then(|v| v.parse::<u64>().ok()).unwrap_or(0) + 1).to_string()
+                    };
+                    let (code, lease) = match method.as_str() {
+                        "GET" => (if stored.is_some() { 200 } else { 404 }, stored.clone()),
+                        _ => {
+                            let mut written: Lease =
+                                serde_json::from_slice(&body).expect("a Lease");
+                            let current = stored.as_ref().map(|l| &l.metadata.resource_version);
+                            if method == "PUT"
+                                && current != Some(&written.metadata.resource_version)
+                            {
+                                (409, None)
+                            } else {
+                                written.metadata.resource_version = Some(next_version(&stored));
+                                *stored = Some(written.clone());
+                                (200, Some(written))
+                            }
+                        }
+                    };
+                    let bytes = match lease {
+                        Some(lease) if code == 200 => serde_json::to_vec(&lease).expect("json"),
+                        _ => serde_json::to_vec(&serde_json::json!({
+                            "kind": "Status", "apiVersion": "v1", "status": "Failure",
+                            "message": "test", "code": code,
+                            "reason": if code == 404 { "NotFound" } else { "Conflict" },
+                        }))
+                        .expect("json"),
+                    };
+                    send.send_response(
+                        http::Response::builder()
+                            .status(code)
+                            .body(kube::client::Body::from(bytes))
+                            .expect("response"),
+                    );
+                });
+            }
+        });
+        (Client::new(service, "default"), counts)
+    }
+
+    #[tokio::test]
+    async fn a_leader_keeps_the_lease_while_each_answer_takes_a_third_of_its_deadline() {
+        // A 4.5 s Lease: a 3 s deadline, renewals every 0.6 s. Once this replica leads, every
+        // answer takes 1 s, a third of the deadline: a renewal as a read then a write, sent a
+        // renew interval after the last was answered, would miss it.
+        let delay = Arc::new(AtomicU64::new(10));
+        let (client, counts) = slow_lease_api(delay.clone());
+        let config = Config {
+            namespace: "ns".into(),
+            lease: "l".into(),
+            identity: "me".into(),
+            lease_duration: Duration::from_millis(4_500),
+        };
+        let mut election = LeaderElection::start(client, config, Arc::new(Metrics::new()));
+        let guard = election.guard();
+        let mut state = election.subscribe();
+        tokio::time::timeout(Duration::from_secs(10), state.wait_for(|l| *l == Leadership::Leader))
+            .await
+            .expect("leads within 10 s")
+            .expect("the election runs");
+        delay.store(1_000, Ordering::Relaxed);
+        // For 7.5 s (two and a half deadlines): the guard never closes and the election goes
+        // on.
+        let until = Instant::now() + Duration::from_millis(7_500);
+        while Instant::now() < until {
+            assert!(guard.may_act(), "the guard closed on a slow API server");
+            let ended = tokio::time::timeout(Duration::from_millis(100), election.ended()).await;
+            assert!(ended.is_err(), "the election ended: {ended:?}");
+        }
+        // Renewed by one PUT each, without a read first: a read (the first round's) and a
+        // create, then about one PUT per second.
+        let counts = counts.lock().expect("counts").clone();
+        assert_eq!(counts.get("GET"), Some(&1), "{counts:?}");
+        assert_eq!(counts.get("POST"), Some(&1), "{counts:?}");
+        assert!(counts.get("PUT").is_some_and(|n| *n >= 6), "{counts:?}");
+        election.guard.close();
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! test's own, in its namespace). Exactly one acts; the others are ready and act only once
 //! they hold the Lease. A killed leader is replaced within the lease duration, without a pod
 //! deleted twice or not at all; a leader stopped with SIGTERM hands the Lease over at once; a
-//! leader that loses the Lease exits with a failure.
+//! leader that loses the Lease exits with a failure; a leader whose API server answers slowly
+//! (3 s a request, through a fault proxy) keeps the Lease.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -21,6 +22,7 @@ use crate::fixtures::deployment;
 use crate::support::env::HOSTNAME_LABEL;
 use crate::support::operator::{Operator, http_get};
 use crate::support::pki::OPERATOR_USER;
+use crate::support::proxy::{FaultProxy, api_server_addr};
 use crate::support::{TestEnv, holds_for, shared_cluster, wait_for};
 
 pub fn trials() -> Vec<Trial> {
@@ -29,6 +31,7 @@ pub fn trials() -> Vec<Trial> {
         e2e!("le-failover", a_killed_leader_is_replaced_and_every_pod_deleted_once),
         e2e!("le-sigterm-handover", sigterm_hands_the_lease_over_at_once),
         e2e!("le-lost-exits", a_leader_that_loses_the_lease_exits_with_a_failure),
+        e2e!("le-slow-api", a_leader_keeps_the_lease_on_an_api_server_slow_to_answer),
     ]
 }
 
@@ -287,7 +290,8 @@ async fn a_leader_that_loses_the_lease_exits_with_a_failure(env: &TestEnv) -> Re
     leases.replace(&env.name, &PostParams::default(), &taken).await?;
     let stolen = Instant::now();
 
-    // The leader notices at its next renewal (every third of the lease duration) and exits.
+    // The leader notices at its next renewal (its update refused with a Conflict, every fifth
+    // of the renew deadline) and exits.
     let status =
         wait_for("the leader to exit", LEASE_DURATION / 3 + Duration::from_secs(5), || {
             let exited = a.exited();
@@ -302,6 +306,66 @@ async fn a_leader_that_loses_the_lease_exits_with_a_failure(env: &TestEnv) -> Re
     let log = std::fs::read_to_string(&a.log)?;
     ensure!(log.contains("lost the leader"), "no word of the loss in {}", a.log.display());
     ensure!(holder(env).await? == "intruder", "the lost leader wrote the Lease again");
+    Ok(())
+}
+
+/// The operator reaches the API server through a fault proxy that, once it leads, delays every
+/// chunk by 1.5 s each way: 3 s a request, a lasting slowness that a renewal made of a read and
+/// an update, sent a third of the lease duration after the last was answered, cannot survive
+/// (3 + 5 + 3 + 3 s from one renewal's sending to the next one's answer, past the 10 s deadline).
+/// The leader renews with one update every 2 s (each answered 3 s after it was sent) and keeps
+/// the Lease for three lease durations: still the holder, never a transition, and renewed.
+async fn a_leader_keeps_the_lease_on_an_api_server_slow_to_answer(env: &TestEnv) -> Result<()> {
+    let cluster = shared_cluster().await?;
+    env.create_policy(json!({ "mode": "DryRun" })).await?;
+    let proxy = FaultProxy::start(api_server_addr(&cluster.operator_kubeconfig)?).await?;
+    let kubeconfig = cluster.dir.join(format!("proxy-{}.kubeconfig", env.name));
+    proxy.kubeconfig(&cluster.operator_kubeconfig, &kubeconfig)?;
+    let mut op = Operator::start_through(cluster, env, &kubeconfig, &[]).await?;
+    ensure!(leads(&op).await?, "the replica does not lead; see {}", op.log.display());
+    let before = lease(env).await?.spec.unwrap_or_default();
+    let holder_before = before.holder_identity.clone().unwrap_or_default();
+
+    proxy.set_latency(Duration::from_millis(1_500));
+    let slowed = Timestamp::now();
+    let hold = LEASE_DURATION * 3;
+    // A process that exited fails the check too: its metrics endpoint is gone.
+    holds_for("the leader to keep the Lease on a slow API server", hold, || async {
+        ensure!(leads(&op).await?, "the replica no longer leads; see {}", op.log.display());
+        Ok(())
+    })
+    .await?;
+    ensure!(op.exited()?.is_none(), "the leader exited; see {}", op.log.display());
+    let after = lease(env).await?.spec.unwrap_or_default();
+    let holder_after = after.holder_identity.clone().unwrap_or_default();
+    ensure!(
+        holder_after == holder_before,
+        "the Lease moved from {holder_before} to {holder_after}"
+    );
+    ensure!(
+        after.lease_transitions == before.lease_transitions,
+        "the Lease changed hands: transitions {:?} then {:?}",
+        before.lease_transitions,
+        after.lease_transitions
+    );
+    let renewed = after.renew_time.map(|t| t.0).context("no renewTime")?;
+    // Renewed within the last deadline and a request (13 s), by the leader's own clock, which
+    // is this machine's.
+    let age = Timestamp::now().duration_since(renewed);
+    ensure!(
+        renewed > slowed && age < SignedDuration::from_secs(13),
+        "the Lease was last renewed at {renewed}, {age:#} ago, slowed at {slowed}"
+    );
+    let log = std::fs::read_to_string(&op.log)?;
+    ensure!(
+        !log.contains("lost the leader"),
+        "the leader lost the Lease; see {}",
+        op.log.display()
+    );
+    eprintln!(
+        "[le-slow-api] kept the Lease for {}s of 3 s requests; last renewed {age:#} before the end",
+        hold.as_secs()
+    );
     Ok(())
 }
 
