@@ -49,7 +49,8 @@ pub struct Args {
     leader_election_lease: String,
 
     /// Seconds a leader Lease that stopped being renewed stays its holder's: the longest
-    /// failover when a leader dies. The leader renews every third of it.
+    /// failover when a leader dies. The leader stops acting when two thirds of it have passed
+    /// since its last renewal was sent, and renews every fifth of that (2 s of 15).
     #[arg(
         long,
         default_value_t = 15,
