@@ -32,9 +32,9 @@
 //!   and with one request each, a holder keeps its term on an API server that turns slow at
 //!   once if a renewal is answered within 8 s, and on one that stays slow if each is answered
 //!   within 5 s (half the deadline: the next is sent once one is answered). Since the deadline
-//!   counts from the sending, a slow answer never lengthens the time the holder may act. The [`LeaderGuard`] compares that deadline with
-//!   the clock at each use, so a leader whose election task is starved or whose renewals hang
-//!   stops acting on time all the same.
+//!   counts from the sending, a slow answer never lengthens the time the holder may act. The
+//!   [`LeaderGuard`] compares that deadline with the clock at each use, so a leader whose
+//!   election task is starved or whose renewals hang stops acting on time all the same.
 //! - Followers read the Lease every `min(1 s, lease_duration / 3)`, and at the instant it would
 //!   expire: a Lease released on shutdown is taken over within about a second, a dead holder's
 //!   within the lease duration plus that period after its last renewal.
@@ -466,6 +466,12 @@ impl Elector {
     /// One round: a leader's renewal of the Lease it last wrote (one PUT), or one read and at
     /// most one write.
     async fn round(&mut self) -> Result<Round> {
+        // A leader whose guard has closed has lost (the round's outcome says so): it writes
+        // nothing more, not even a renewal that would make the others wait for its Lease.
+        if self.leading && !self.guard.may_act() {
+            let deadline = self.config.renew_deadline();
+            return Err(Error::Timeout { operation: "a leader Lease renewal", timeout: deadline });
+        }
         if self.leading
             && let Some(mut lease) = self.written.take()
         {
@@ -607,7 +613,7 @@ impl Elector {
     /// How long a request may take: a leader's, until its guard closes (a renewal answered
     /// later cannot keep the term anyway, and one answered in time, however slowly, does: the
     /// guard's deadline counts from the instant the renewal was sent, so a slow answer never
-    /// lengthens the term); another replica's, a renew interval.
+    /// lengthens the term); another replica's, a third of the lease duration.
     fn request_timeout(&self) -> Duration {
         match self.guard.open_for(Instant::now()) {
             Some(open) if self.leading => open.max(Duration::from_millis(1)),
@@ -765,6 +771,19 @@ mod tests {
         // A missing permission is no reason to retry.
         let forbidden = Error::Forbidden { verb: "get", resource: "leases", message: "no".into() };
         assert!(e.after(Err(forbidden)).is_err());
+    }
+
+    #[tokio::test]
+    async fn a_leader_past_its_deadline_writes_nothing_more() {
+        // Its client's other end is gone: a request would fail as a request, not as this.
+        let mut e = elector();
+        e.leading = true;
+        let round = e.round().await;
+        assert!(
+            matches!(round, Err(Error::Timeout { operation: "a leader Lease renewal", .. })),
+            "{round:?}"
+        );
+        assert!(matches!(e.after(round), Ok(Err(Ended::Lost(_)))));
     }
 
     #[tokio::test]
