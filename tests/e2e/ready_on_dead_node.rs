@@ -254,8 +254,17 @@ async fn pods_left_ready_on_dead_nodes_are_marked_not_ready(
             Ok((slices.ready(pod) == Some(false)).then_some(()))
         })
         .await?;
-        let events = env.events_about("Pod", pod, "MarkedPodNotReady").await?;
-        ensure!(!events.is_empty(), "no MarkedPodNotReady Event on {pod}");
+        // An action's Event is published once its plan's last action is answered: it may
+        // come after the pod shows the marking.
+        wait_for(
+            &format!("a MarkedPodNotReady Event on {pod}"),
+            Duration::from_secs(20),
+            || async move {
+                let events = env.events_about("Pod", pod, "MarkedPodNotReady").await?;
+                Ok((!events.is_empty()).then_some(()))
+            },
+        )
+        .await?;
     }
     // From our status write (the API server's clock) to the EndpointSlice showing the endpoint
     // not ready (seen by the test's watch, on the same machine's clock).
