@@ -85,16 +85,7 @@ async fn pods_left_ready_on_dead_nodes_are_reported(
         env.create_bound_pod(pod, node).await?;
         env.write_pod_status(pod, true).await?;
     }
-    env.create_policy(json!({
-        "mode": "DryRun",
-        "nodeSelector": { "matchLabels": { ZONE_LABEL: env.zone } },
-        "deadNode": {
-            "notReadyFor": format!("{NOT_READY_FOR}s"),
-            "leaseStaleFor": format!("{LEASE_STALE_FOR}s"),
-        },
-        "safety": { "maxUnhealthyNodes": 3 },
-    }))
-    .await?;
+    env.create_policy(dry_run_in_zone(env)).await?;
     let op = Operator::start(cluster, env).await?;
     let started = Timestamp::now();
     for node in [&a, &b, &c] {
@@ -401,16 +392,7 @@ async fn reports_beyond_the_event_budget_are_counted_on_the_policy(
         .collect()
         .await;
     created.into_iter().collect::<Result<()>>()?;
-    env.create_policy(json!({
-        "mode": "DryRun",
-        "nodeSelector": { "matchLabels": { ZONE_LABEL: env.zone } },
-        "deadNode": {
-            "notReadyFor": format!("{NOT_READY_FOR}s"),
-            "leaseStaleFor": format!("{LEASE_STALE_FOR}s"),
-        },
-        "safety": { "maxUnhealthyNodes": 3 },
-    }))
-    .await?;
+    env.create_policy(dry_run_in_zone(env)).await?;
     let op = Operator::start(cluster, env).await?;
     renewed_since(env, &a, Timestamp::now()).await?;
     drop(kubelet_a);
@@ -469,4 +451,18 @@ fn counted_beyond(note: Option<&str>) -> usize {
     let Some(at) = note.find(" more pods to report") else { return 0 };
     let number = note[..at].rsplit(' ').next().unwrap_or_default();
     number.parse().unwrap_or(0)
+}
+
+/// A DryRun policy for the test's zone, with the test's dead-node thresholds and room for its
+/// three nodes to be unhealthy at once.
+fn dry_run_in_zone(env: &TestEnv) -> serde_json::Value {
+    json!({
+        "mode": "DryRun",
+        "nodeSelector": { "matchLabels": { ZONE_LABEL: env.zone } },
+        "deadNode": {
+            "notReadyFor": format!("{NOT_READY_FOR}s"),
+            "leaseStaleFor": format!("{LEASE_STALE_FOR}s"),
+        },
+        "safety": { "maxUnhealthyNodes": 3 },
+    })
 }
