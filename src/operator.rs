@@ -47,7 +47,19 @@ pub struct Config {
     pub e2e_hold_dir: Option<std::path::PathBuf>,
 }
 
-pub async fn run(client: Client, writer_client: Client, config: Config) -> Result<ExitCode> {
+/// The operator's API clients, each on connections of its own (`cli::connect`).
+pub struct Clients {
+    /// Every read but the pods' watch (the other watches, the pods of a node not Ready, the
+    /// policies, the leader Lease, the status writes).
+    pub reads: Client,
+    /// The pods' watch alone, on HTTP/1.1 (`cli::connect::Purpose::PodsWatch`).
+    pub pods_watch: Client,
+    /// The writer's fresh reads and writes: every request times out.
+    pub writer: Client,
+}
+
+pub async fn run(clients: Clients, config: Config) -> Result<ExitCode> {
+    let Clients { reads: client, pods_watch, writer: writer_client } = clients;
     preflight(&client).await?;
 
     let metrics = Arc::new(Metrics::new());
@@ -63,7 +75,14 @@ pub async fn run(client: Client, writer_client: Client, config: Config) -> Resul
         "watches get the current state by {} lists",
         lists.as_str()
     );
-    let watches = spawn_watches(client.clone(), state.clone(), trigger_tx, metrics.clone(), lists);
+    let watches = spawn_watches(
+        client.clone(),
+        pods_watch,
+        state.clone(),
+        trigger_tx,
+        metrics.clone(),
+        lists,
+    );
 
     let instance = config.instance.clone().or_else(|| {
         std::fs::read_to_string("/proc/sys/kernel/hostname").ok().map(|h| h.trim().to_string())

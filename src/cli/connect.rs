@@ -1,6 +1,6 @@
 //! kube's client, built as kube builds it (the same TLS, timeouts, retries, authentication and
 //! headers) but speaking HTTP/2 where the API server offers it, as Go's client does, and on
-//! connections with `TCP_NODELAY` set.
+//! connections with `TCP_NODELAY` set; the pods' watch alone on HTTP/1.1 ([`Purpose`]).
 //!
 //! - HTTP/2 (offered by ALPN beside HTTP/1.1): every request of a client shares one connection
 //!   (on HTTP/1.1 each open watch and each of the last look's parallel reads held one of its
@@ -10,9 +10,16 @@
 //!   it). So the connection is
 //!   pinged every [`PING_EVERY`], idle or not, and closed when a ping is not answered within
 //!   [`PING_TIMEOUT`]: its requests fail, and the next ones open a new connection.
-//! - Flow-control windows of our choosing ([`Windows`]): what the API server may send ahead of
-//!   our reading is held in our memory, not the kernel's socket buffer as on HTTP/1.1. The
-//!   watches' client gets client-go's 4 MiB a stream, the writer's a sixteenth of it.
+//! - Flow-control windows of our choosing: what the API server may send ahead of our reading is
+//!   held in our memory, not the kernel's socket buffer as on HTTP/1.1. The watches' client gets
+//!   client-go's 4 MiB a stream, the writer's a sixteenth of it.
+//! - The pods' watch on HTTP/1.1, on a connection of its own ([`Purpose::PodsWatch`]): its
+//!   streamed list is the one long read (150,000 pods at tier L), and the API server writes a
+//!   stream slower over HTTP/2 (at 30,000 pods of 16.7 KB, curl read the list in 22.5 s over
+//!   HTTP/1.1 and 30.5 s over HTTP/2; our process, every read on HTTP/1.1, was ready in 32.8 s
+//!   against 39.5, on about a tenth less CPU). What that connection gives up is the pings: a
+//!   silent one is noticed after [`PODS_WATCH_SILENCE`] without a byte instead (the API server
+//!   sends a watch a bookmark about every minute).
 //! - `TCP_NODELAY`: without it (hyper's default), the first request on a new connection could
 //!   wait for the API server's delayed ACK (40 ms on Linux) behind the TLS handshake's last
 //!   message.
@@ -34,38 +41,56 @@ use tower::{BoxError, ServiceBuilder};
 const PING_EVERY: Duration = Duration::from_secs(5);
 /// How long a ping may go unanswered before its connection is closed as dead.
 const PING_TIMEOUT: Duration = Duration::from_secs(10);
-/// HTTP/2 flow-control windows: what the API server may send on a connection before we read it,
-/// on each stream (one request's answer) and on all of them together.
+/// How long the pods' watch connection may go without a byte before its watch fails and is
+/// replaced (resumed from the last version it saw, no list). The API server's watch cache sends
+/// every watch a bookmark about every minute, even when nothing changes (Kubernetes 1.33 to
+/// 1.37), and a streamed list sends objects as fast as it can: 90 s of silence is a connection
+/// or an API server gone silent, which HTTP/2's pings would have caught within 15 s.
+pub const PODS_WATCH_SILENCE: Duration = Duration::from_secs(90);
+
+/// What a client is for, which decides how it talks to the API server: HTTP/2 with flow-control
+/// windows sized for it (what the API server may send on a connection before we read it, on
+/// each stream, one request's answer, and on all of them together), or HTTP/1.1.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Windows {
-    /// For lists and watches: 4 MiB a stream (client-go's), 8 MiB a connection, so that the pods'
-    /// stream, the one that fills its window, leaves as much to the others. At 5,000 nodes and
+pub enum Purpose {
+    /// Lists and every watch but the pods': 4 MiB a stream (client-go's), 8 MiB a connection,
+    /// so that a stream that fills its window leaves as much to the others. At 5,000 nodes and
     /// 150,000 pods, 256 KiB a stream made the pods' streamed list slower than the Go peers'
     /// (34.7 s against 26.2 with 2 MiB, on one cluster; 195 s against 82 on a loaded one, where
     /// the API server closed the watch as too slow to read and its version expired before the
     /// end, so every pod was listed twice). Bounded, unlike hyper's adaptive window (up to 16
     /// MiB a stream, never shrunk).
     Reads,
+    /// The operator's pods' watch alone: HTTP/1.1, its connection its own (the kernel's socket
+    /// buffer its window), failed after [`PODS_WATCH_SILENCE`] without a byte.
+    PodsWatch,
     /// For single objects (the writer's fresh reads and writes): 256 KiB a stream, 1 MiB a
     /// connection.
     Requests,
 }
 
-impl Windows {
-    /// The stream's window and the connection's, in bytes.
-    fn sizes(self) -> (u32, u32) {
+impl Purpose {
+    /// The stream's window and the connection's, in bytes, on HTTP/2.
+    fn windows(self) -> (u32, u32) {
         match self {
-            Windows::Reads => (4 << 20, 8 << 20),
-            Windows::Requests => (256 << 10, 1 << 20),
+            Purpose::Reads | Purpose::PodsWatch => (4 << 20, 8 << 20),
+            Purpose::Requests => (256 << 10, 1 << 20),
         }
     }
 }
 
-/// A client for `config` speaking HTTP/2 where offered with flow-control `windows`, whose
-/// connections send each write at once. A proxy in the configuration is left to kube's own
-/// client builder.
-pub fn client(config: kube::Config, windows: Windows) -> Result<kube::Client, kube::Error> {
-    let (stream_window, connection_window) = windows.sizes();
+/// A client for `config` and `purpose`, whose connections send each write at once: on HTTP/2
+/// where offered, but for [`Purpose::PodsWatch`]. A proxy in the configuration is left to
+/// kube's own client builder.
+pub fn client(mut config: kube::Config, purpose: Purpose) -> Result<kube::Client, kube::Error> {
+    let (stream_window, connection_window) = purpose.windows();
+    if purpose == Purpose::PodsWatch {
+        // A silent connection fails the watch's read; the timer restarts at each byte read,
+        // and when a request is written (a pooled connection's idle time is not the next
+        // watch's).
+        config.read_timeout = Some(PODS_WATCH_SILENCE);
+        config.reset_reader_on_write = true;
+    }
     if config.proxy_url.is_some() {
         return kube::Client::try_from(config);
     }
@@ -82,7 +107,12 @@ pub fn client(config: kube::Config, windows: Windows) -> Result<kube::Client, ku
             .map_err(|e| kube::Error::Service(format!("tls-server-name {name:?}: {e}").into()))?;
         tls = tls.with_server_name_resolver(FixedServerNameResolver::new(name));
     }
-    let https = tls.enable_http1().enable_http2().wrap_connector(http);
+    let https = match purpose {
+        Purpose::PodsWatch => tls.enable_http1().wrap_connector(http),
+        Purpose::Reads | Purpose::Requests => {
+            tls.enable_http1().enable_http2().wrap_connector(http)
+        }
+    };
     let mut connector = TimeoutConnector::new(https);
     connector.set_connect_timeout(config.connect_timeout);
     connector.set_read_timeout(config.read_timeout);

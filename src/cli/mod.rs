@@ -16,7 +16,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use crate::telemetry::{self, LogFormat};
 use crate::{Error, Result};
-use connect::Windows;
+use connect::Purpose;
 
 /// Heals what Kubernetes leaves stuck when a kubelet stops answering: pods Terminating forever on
 /// dead nodes, rollouts blocked behind them, NotReady nodes, stale Ready=False pods.
@@ -163,12 +163,18 @@ impl ConnectionArgs {
     /// A client for long-running work: connections time out, reads do not (watches stay open
     /// for minutes).
     pub async fn client(&self) -> Result<kube::Client> {
-        self.build_client(false, true, Windows::Reads).await
+        self.build_client(false, true, Purpose::Reads).await
+    }
+
+    /// The operator's pods' watch's client: on HTTP/1.1, a connection of its own
+    /// ([`Purpose::PodsWatch`]).
+    pub async fn pods_watch_client(&self) -> Result<kube::Client> {
+        self.build_client(false, true, Purpose::PodsWatch).await
     }
 
     /// A client for one-shot commands: every request times out.
     pub async fn one_shot_client(&self) -> Result<kube::Client> {
-        self.build_client(true, true, Windows::Reads).await
+        self.build_client(true, true, Purpose::Reads).await
     }
 
     /// The operator's writer's client (its fresh reads and writes, never a watch): every request
@@ -178,7 +184,7 @@ impl ConnectionArgs {
     /// times): an eviction a PodDisruptionBudget refuses is answered 429, and the policy decides
     /// again 10 s later.
     pub async fn writer_client(&self) -> Result<kube::Client> {
-        self.build_client(true, false, Windows::Requests).await
+        self.build_client(true, false, Purpose::Requests).await
     }
 
     /// Builds a client from the kubeconfig (or in-cluster configuration) these options name.
@@ -186,7 +192,7 @@ impl ConnectionArgs {
         &self,
         read_timeout: bool,
         retry: bool,
-        windows: Windows,
+        purpose: Purpose,
     ) -> Result<kube::Client> {
         let options = KubeConfigOptions { context: self.context.clone(), ..Default::default() };
         let mut config = match &self.kubeconfig {
@@ -212,7 +218,7 @@ impl ConnectionArgs {
             config.reset_reader_on_write = true;
         }
         config.default_retry = retry;
-        connect::client(config, windows).map_err(Error::BuildClient)
+        connect::client(config, purpose).map_err(Error::BuildClient)
     }
 }
 

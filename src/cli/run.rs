@@ -78,10 +78,13 @@ pub struct Args {
 }
 
 pub async fn run(conn: &ConnectionArgs, args: Args) -> Result<ExitCode> {
-    let client = conn.client().await?;
     // The writer's requests time out (--request-timeout) and are not retried inside the
-    // client; the watches' client does not time out reads.
-    let writer_client = conn.writer_client().await?;
+    // client; the watches' clients do not time out reads (but the pods' watch's silence).
+    let clients = operator::Clients {
+        reads: conn.client().await?,
+        pods_watch: conn.pods_watch_client().await?,
+        writer: conn.writer_client().await?,
+    };
     let config = Config {
         metrics_addr: args.metrics_addr,
         policy_selector: args.policy_selector,
@@ -95,5 +98,5 @@ pub async fn run(conn: &ConnectionArgs, args: Args) -> Result<ExitCode> {
         #[cfg(feature = "e2e-hooks")]
         e2e_hold_dir: args.e2e_hold_dir,
     };
-    operator::run(client, writer_client, config).await
+    operator::run(clients, config).await
 }

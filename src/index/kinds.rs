@@ -209,10 +209,11 @@ impl<K: Watched> KindOps for Ops<K> {
     }
 }
 
-/// Starts the watches, one per kind of [`WATCHED`]. Each runs until the process ends,
-/// retrying with backoff.
+/// Starts the watches, one per kind of [`WATCHED`], the pods' on `pods_client` and every
+/// other on `client`. Each runs until the process ends, retrying with backoff.
 pub fn spawn_watches(
     client: Client,
+    pods_client: Client,
     state: SharedState,
     trigger: watch::Sender<u64>,
     metrics: Arc<Metrics>,
@@ -221,8 +222,13 @@ pub fn spawn_watches(
     let node_lists = Arc::new(tokio::sync::Notify::new());
     let deferred = Arc::new(tokio::sync::Notify::new());
     let ctx = WatchCtx { state, trigger, metrics, lists, node_lists, deferred };
-    let mut tasks: Vec<_> =
-        WATCHED.iter().map(|kind| kind.spawn_watch(client.clone(), ctx.clone())).collect();
+    let mut tasks: Vec<_> = WATCHED
+        .iter()
+        .map(|kind| {
+            let on = if kind.kind() == WatchedKind::Pod { &pods_client } else { &client };
+            kind.spawn_watch(on.clone(), ctx.clone())
+        })
+        .collect();
     tasks.push(tokio::spawn(super::watches::trigger_deferred(ctx.clone())));
     tasks.push(tokio::spawn(list_pods_of_unready_nodes(client, ctx)));
     tasks

@@ -99,10 +99,11 @@ fn bounded_config(lists: InitialLists, timeout_secs: u32) -> watcher::Config {
 /// bound starts over from its first pod, which cost the eleventh tier L run 55 + 110 + 220 s of
 /// lists cut short before the fourth ended. Every other kind starts under
 /// [`WATCH_TIMEOUT_SECS`]: Nodes and Leases are the evidence of a node's death, and a silent
-/// view of them is noticed within a minute. A pod watch silent on a connection that still
-/// answers the pings is replaced within 10 minutes (client-go's watches: 5 to 10): what it
-/// misses meanwhile is pods to act on, never a reason to act (every write's last look reads
-/// its pod and node afresh). Paged lists are not one watch request: no bound cuts them.
+/// view of them is noticed within a minute. The pods' watch has its own HTTP/1.1 connection,
+/// given up after 90 s without a byte (`cli::connect::PODS_WATCH_SILENCE`; a watch gets a
+/// bookmark about every minute): what a silent one misses meanwhile is pods to act on, never a
+/// reason to act (every write's last look reads its pod and node afresh). Paged lists are not
+/// one watch request: no bound cuts them.
 pub fn first_bound(kind: WatchedKind, lists: InitialLists) -> u32 {
     match (kind, lists) {
         (WatchedKind::Pod, InitialLists::Streaming) => LONGEST_WATCH_TIMEOUT_SECS,
@@ -125,8 +126,8 @@ pub fn next_bound(bound: u32) -> Option<u32> {
 /// ([`next_bound`]) and keeps it afterwards, a watch request then lasting that long: the
 /// watcher cannot resume a watch from a resourceVersion under a new bound. It starts at
 /// [`first_bound`] and is only longer where the list needs it; a dead connection is still
-/// noticed within 15 s on HTTP/2 (its pings, `cli::connect`), only a silent watch on HTTP/1.1
-/// later.
+/// noticed within 15 s on HTTP/2 (its pings, `cli::connect`), the pods' on HTTP/1.1 after 90 s
+/// of silence.
 pub fn spawn<K>(
     api: Api<K>,
     kind: WatchedKind,

@@ -145,7 +145,7 @@ async fn wait_unlisted(env: &TestEnv, name: &str) -> Result<()> {
 }
 
 /// Creates the bare pod `name` on `node` with the finalizer [`HOLD`] and a 1 s grace period.
-async fn create_held_pod(env: &TestEnv, name: &str, node: &str) -> Result<Pod> {
+pub(crate) async fn create_held_pod(env: &TestEnv, name: &str, node: &str) -> Result<Pod> {
     let pod: Pod = serde_json::from_value(json!({
         "metadata": {
             "name": name,
@@ -168,7 +168,7 @@ async fn create_held_pod(env: &TestEnv, name: &str, node: &str) -> Result<Pod> {
 /// Deletes the pod `name` on a kwok node with a 1 s grace period and waits until kwok, playing
 /// its kubelet, has finished it: its final DELETE (grace 0) leaves `deletionGracePeriodSeconds`
 /// at 0, and only the finalizer keeps the object. Returns the pod then.
-async fn delete_and_wait_finished(env: &TestEnv, name: &str) -> Result<Pod> {
+pub(crate) async fn delete_and_wait_finished(env: &TestEnv, name: &str) -> Result<Pod> {
     env.delete_gracefully(name, 1).await?;
     wait_for(&format!("kwok to finish pod {name}"), Duration::from_secs(30), || async move {
         let p = env.pods().get_opt(name).await?;
@@ -179,7 +179,7 @@ async fn delete_and_wait_finished(env: &TestEnv, name: &str) -> Result<Pod> {
 
 /// Removes every finalizer of the pod `name`, if it is still there (the end of a test, also a
 /// failed one, so that nothing keeps the namespace).
-async fn release_pod(env: &TestEnv, name: &str) -> Result<()> {
+pub(crate) async fn release_pod(env: &TestEnv, name: &str) -> Result<()> {
     if env.pods().get_opt(name).await?.is_none() {
         return Ok(());
     }
@@ -189,7 +189,7 @@ async fn release_pod(env: &TestEnv, name: &str) -> Result<()> {
 }
 
 /// Runs `body`, then removes the finalizers of `pod` whatever the outcome.
-async fn then_release(
+pub(crate) async fn then_release(
     env: &TestEnv,
     pod: &str,
     body: impl std::future::Future<Output = Result<()>>,

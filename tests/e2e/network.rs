@@ -11,6 +11,10 @@
 //!   watcher's 5 s margin; kube's default of 290 s would hold it five minutes), and a full
 //!   evidence window later the force delete is retried and done, once, over connections that
 //!   add half a second of latency each way (below the request timeout: slow is not failed).
+//!   The pods' watch, on an HTTP/1.1 connection of its own (no pings), is replaced once that
+//!   connection has been silent for 90 s: a pod that goes Terminating on a live node after the
+//!   fault is counted (`kube_remediator_stuck_terminating_pods`) within 90 s of it plus slack,
+//!   where a silent pods' watch would have hidden it for its whole bound (600 s).
 
 use std::path::Path;
 use std::time::Duration;
@@ -22,6 +26,7 @@ use libtest_mimic::Trial;
 use crate::e2e;
 use crate::faults::{LEASE_STALE_FOR, kill_and_strand, policy_spec, running_pod_on};
 use crate::fixtures::{uid, until};
+use crate::live_node::{create_held_pod, delete_and_wait_finished, then_release};
 use crate::support::operator::Operator;
 use crate::support::proxy::{FaultProxy, api_server_addr};
 use crate::support::{Cluster, TestEnv, shared_cluster, wait_for};
@@ -33,6 +38,9 @@ pub fn trials() -> Vec<Trial> {
 /// How long a silent watch may go unnoticed: `WATCH_TIMEOUT_SECS` (55 s) plus the watcher's
 /// own 5 s margin.
 const WATCH_STALL_BOUND: i64 = 60;
+/// How long the pods' watch connection may be silent before the watch is replaced
+/// (`PODS_WATCH_SILENCE`).
+const PODS_WATCH_SILENCE: i64 = 90;
 /// How long new connections are blackholed too: longer than the request timeout (10 s), so
 /// the last look's requests time out whichever connections they use.
 const FULL_BLACKHOLE: Duration = Duration::from_secs(15);
@@ -48,6 +56,13 @@ async fn one_delete(cluster: &Cluster, env: &TestEnv, pod: &str) -> Result<()> {
 /// go through the proxy too, and a leader that cannot renew for 15 s exits by design, which
 /// `le-*` tests. This test is about the writer's requests and the watches.
 async fn blackholed_connections_time_out_and_are_replaced(env: &TestEnv) -> Result<()> {
+    // A pod kept by a finalizer, on a live node: released whatever the outcome.
+    let live = env.add_node("live").await?;
+    create_held_pod(env, "held", &live).await?;
+    then_release(env, "held", blackholed_and_replaced(env)).await
+}
+
+async fn blackholed_and_replaced(env: &TestEnv) -> Result<()> {
     let cluster = shared_cluster().await?;
     let proxy = FaultProxy::start(api_server_addr(&cluster.operator_kubeconfig)?).await?;
     let kubeconfig = cluster.dir.join(format!("proxy-{}.kubeconfig", env.name));
@@ -72,10 +87,11 @@ async fn blackholed_connections_time_out_and_are_replaced(env: &TestEnv) -> Resu
     .await?;
 
     // Every connection goes silent: the open ones for good, new ones for FULL_BLACKHOLE.
-    // HTTP/2: each of the operator's clients (watches, reads, writes) shares one connection for
-    // all its requests; on HTTP/1.1 each open watch held one of its own.
+    // HTTP/2: each of the operator's clients (watches and reads, writes) shares one connection
+    // for all its requests (on HTTP/1.1 each open watch held one of its own); the pods' watch
+    // has one of its own, on HTTP/1.1.
     let opened_before = proxy.connections();
-    ensure!(opened_before <= 3, "{opened_before} connections open: not one per client");
+    ensure!(opened_before <= 4, "{opened_before} connections open: not one per client");
     proxy.blackhole(true);
     let blackholed = Timestamp::now();
     release(&hold_dir, &early_uid)?;
@@ -91,6 +107,8 @@ async fn blackholed_connections_time_out_and_are_replaced(env: &TestEnv) -> Resu
     proxy.set_latency(Duration::from_millis(500));
     proxy.heal();
     let healed = Timestamp::now();
+    // A pod goes Terminating on the live node: only the pods' watch can tell the operator.
+    delete_and_wait_finished(env, "held").await?;
 
     // The Lease watch opened before the blackhole never delivers again, so no evidence is
     // trusted (the Lease view is silent) until the watcher replaces it; the evidence window
@@ -113,15 +131,30 @@ async fn blackholed_connections_time_out_and_are_replaced(env: &TestEnv) -> Resu
         records.iter().filter(|r| **r == "Done").count() == 1 && records.contains(&"Failed"),
         "records of early: {records:?}"
     );
+    // The pods' watch was replaced once its connection had been silent for its bound.
+    let stuck_bound = blackholed + SignedDuration::from_secs(PODS_WATCH_SILENCE + 30);
+    let labels = [("policy", env.name.as_str()), ("node_state", "Healthy")];
+    wait_for("the held pod counted stuck on its live node", until(stuck_bound), || async {
+        Ok(op
+            .metric("kube_remediator_stuck_terminating_pods", &labels)
+            .await?
+            .filter(|n| *n >= 1.0))
+    })
+    .await?;
+    let counted = Timestamp::now();
     eprintln!(
         "[nf-blackhole] {opened_before} connections open before the blackhole; the force delete \
          failed (request timeout; actions_total Failed = {failed}) {failed_after:.1}s after it; \
          done {:.1}s after it (bound {}s: watch replaced within {WATCH_STALL_BOUND}s, then a \
          {LEASE_STALE_FOR}s evidence window), {:.1}s after new connections passed again (500 ms \
-         latency); one DELETE, records {records:?}",
+         latency); one DELETE, records {records:?}; the pod Terminating on the live node \
+         counted {:.1}s after the blackhole (bound {}s: the pods' watch replaced after \
+         {PODS_WATCH_SILENCE}s of silence)",
         gone.duration_since(blackholed).as_secs_f64(),
         bound.duration_since(blackholed).as_secs(),
         gone.duration_since(healed).as_secs_f64(),
+        counted.duration_since(blackholed).as_secs_f64(),
+        stuck_bound.duration_since(blackholed).as_secs(),
     );
     Ok(())
 }
