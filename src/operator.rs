@@ -49,12 +49,13 @@ pub struct Config {
 
 /// The operator's API clients, each on connections of its own (`cli::connect`).
 pub struct Clients {
-    /// Every read but the pods' watch (the other watches, the pods of a node not Ready, the
-    /// policies, the leader Lease, the status writes).
+    /// Every read but the pods' watch and the writer's (the other watches, the pods of a node
+    /// not Ready, the policies), and the leader Lease.
     pub reads: Client,
     /// The pods' watch alone, on HTTP/1.1 (`cli::connect::Purpose::PodsWatch`).
     pub pods_watch: Client,
-    /// The writer's fresh reads and writes: every request times out.
+    /// The writer's fresh reads and writes (the status and Events too): every request times
+    /// out.
     pub writer: Client,
 }
 
