@@ -16,6 +16,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use crate::telemetry::{self, LogFormat};
 use crate::{Error, Result};
+pub use connect::PODS_WATCH_SILENCE;
 use connect::Purpose;
 
 /// Heals what Kubernetes leaves stuck when a kubelet stops answering: pods Terminating forever on

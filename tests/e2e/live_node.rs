@@ -179,7 +179,7 @@ pub(crate) async fn delete_and_wait_finished(env: &TestEnv, name: &str) -> Resul
 
 /// Removes every finalizer of the pod `name`, if it is still there (the end of a test, also a
 /// failed one, so that nothing keeps the namespace).
-pub(crate) async fn release_pod(env: &TestEnv, name: &str) -> Result<()> {
+async fn release_pod(env: &TestEnv, name: &str) -> Result<()> {
     if env.pods().get_opt(name).await?.is_none() {
         return Ok(());
     }

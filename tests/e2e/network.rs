@@ -38,9 +38,8 @@ pub fn trials() -> Vec<Trial> {
 /// How long a silent watch may go unnoticed: `WATCH_TIMEOUT_SECS` (55 s) plus the watcher's
 /// own 5 s margin.
 const WATCH_STALL_BOUND: i64 = 60;
-/// How long the pods' watch connection may be silent before the watch is replaced
-/// (`PODS_WATCH_SILENCE`).
-const PODS_WATCH_SILENCE: i64 = 90;
+/// How long the pods' watch connection may be silent before the watch is replaced, in seconds.
+const PODS_WATCH_SILENCE: i64 = kube_remediator::cli::PODS_WATCH_SILENCE.as_secs() as i64;
 /// How long new connections are blackholed too: longer than the request timeout (10 s), so
 /// the last look's requests time out whichever connections they use.
 const FULL_BLACKHOLE: Duration = Duration::from_secs(15);
