@@ -124,6 +124,9 @@ pub struct Measurement {
     /// kube-remediator only: the pod records its state keeps then (Terminating, or Ready on a
     /// node that is not), as its `/metrics` says; `None` for the peer.
     pub kept_pods: Option<u64>,
+    /// kube-remediator only: the pauses of its leadership until it stopped (an API server that
+    /// stalled past its renew deadline), as its `/metrics` says; `None` for the peer.
+    pub leader_pauses: Option<u64>,
     /// Successful pod writes (kwok's status patches above all) the API server took from start
     /// to ready: a cluster still settling makes every process wait longer for its initial state.
     pub pod_writes_syncing: usize,
@@ -239,6 +242,10 @@ pub async fn measure<F: std::future::Future<Output = Result<()>>>(
         }
         None => None,
     };
+    let leader_pauses = match http_get(readyz, "/metrics").await {
+        Ok((200, body)) => gauge(&body, "leader_pauses_total"),
+        _ => None,
+    };
     process.stop();
     let requests = requests_of(&cluster.audit_log, user)?;
     let pod_writes_syncing = pod_writes(&cluster.audit_log, started_at, ready_at)?;
@@ -251,6 +258,7 @@ pub async fn measure<F: std::future::Future<Output = Result<()>>>(
         anon,
         file,
         kept_pods,
+        leader_pauses,
         pod_writes_syncing,
         requests,
         churn,

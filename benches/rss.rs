@@ -684,6 +684,13 @@ async fn measure_one<F: std::future::Future<Output = Result<()>>>(
         m.file as f64 / MIB,
         m.kept_pods.map(|n| format!("; {n} pod records kept")).unwrap_or_default(),
     );
+    if let Some(pauses) = m.leader_pauses.filter(|n| *n > 0) {
+        eprintln!(
+            "[rss] {}: its leadership paused {pauses} time(s) (renewals of the Lease not stored \
+             within the deadline), and resumed",
+            contender.label()
+        );
+    }
     if let Some(c) = &m.churn {
         eprintln!(
             "[rss] {} under churn: {} pod events in {:.0} s, {:.2} s CPU ({:.3} s per 1,000 \

@@ -38,11 +38,22 @@
 //! - Followers read the Lease every `min(1 s, lease_duration / 3)`, and at the instant it would
 //!   expire: a Lease released on shutdown is taken over within about a second, a dead holder's
 //!   within the lease duration plus that period after its last renewal.
-//! - A holder that finds the Lease taken, or cannot renew before its deadline, has lost it for
-//!   good: the guard is already closed, the election ends with [`Ended::Lost`], and the process
-//!   exits with a failure so that Kubernetes restarts it as a fresh follower (the linkerd
-//!   policy-controller does the same). Nothing of the old term (its in-flight reconciles, its
-//!   controller memory) survives into a later one.
+//! - A holder that cannot renew before its deadline **pauses**: the guard has closed on time by
+//!   itself, and the holder goes on sending renewals of the Lease as its last write stored it. A
+//!   renewal stored with that `resourceVersion` is the evidence that nobody wrote the Lease since
+//!   (a takeover is a write, so a follower that took over would have changed it and the
+//!   renewal would be refused with 409): the term never had a rival, and the guard opens again
+//!   until `renew_deadline` after that renewal's sending, as for any renewal. After an answer
+//!   that says nothing (a timeout: the renewal may have been stored), the holder reads the
+//!   Lease and renews only one that still names it. An API server that stalls for longer than
+//!   the deadline so pauses the holder instead of ending its term, and the replicas keep their
+//!   leader when it answers again.
+//! - A holder that finds the Lease taken (a renewal refused and a read that names another
+//!   holder), released or deleted has lost it for good: the guard is already closed, the
+//!   election ends with [`Ended::Lost`], and the process exits with a failure so that
+//!   Kubernetes restarts it as a fresh follower (the linkerd policy-controller does the same).
+//!   A leader never takes a Lease over, even a free one: nothing of its term (its in-flight
+//!   reconciles, its controller memory) survives into another one.
 //! - On shutdown ([`LeaderElection::release`]) the guard closes first, then the holder clears
 //!   `holderIdentity` (again with the `resourceVersion` it read), so a follower takes over
 //!   without waiting for the lease to expire.
@@ -50,7 +61,7 @@
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -59,6 +70,8 @@ use kube::Client;
 use kube::api::{Api, PostParams};
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
+// Tokio's clock (the system's monotonic clock, pausable in tests): the guard's deadlines.
+use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use crate::metrics::Metrics;
@@ -137,6 +150,9 @@ pub enum Leadership {
     Unknown,
     /// This replica holds the Lease (or leader election is off).
     Leader,
+    /// This replica held the Lease and could not renew it in time: it does not act until a
+    /// renewal proves the Lease still its own (then `Leader` again), or exits.
+    Paused,
     /// Another replica holds it.
     Follower { holder: String },
 }
@@ -269,6 +285,7 @@ impl LeaderElection {
             observed: None,
             written: None,
             leading: false,
+            paused: None,
         };
         LeaderElection {
             guard,
@@ -333,6 +350,9 @@ enum Round {
     Following { holder: String, expires_in: Duration },
     /// Someone else wrote the Lease between our read and our write: read again.
     Conflict,
+    /// This replica led and the Lease, as read, is no longer its own: taken, released or
+    /// deleted.
+    Gone(String),
 }
 
 /// What to do with the Lease as read.
@@ -374,6 +394,8 @@ struct Elector {
     written: Option<Lease>,
     /// Whether this replica has led in this process: once lost, the election ends.
     leading: bool,
+    /// Since when a leader's guard has been closed for want of a stored renewal (a pause).
+    paused: Option<Instant>,
 }
 
 impl Elector {
@@ -398,53 +420,69 @@ impl Elector {
 
     /// Handles a round's outcome: how long until the next round, or the end of the election.
     fn after(&mut self, round: Result<Round>) -> Result<Result<Duration, Ended>> {
-        // A leader whose guard closed before it sent a successful renewal has lost, even if the
-        // Lease is still its own: it stopped acting, and a term never resumes.
-        let checked_at = match &round {
-            Ok(Round::Leading { sent }) => *sent,
-            _ => Instant::now(),
-        };
-        if self.leading && !self.guard.open_at(checked_at) {
-            let mut reason =
-                format!("could not renew the Lease within {:?}", self.config.renew_deadline());
-            if let Err(e) = &round {
-                reason.push_str(&format!(": {e}"));
-            }
-            return Ok(Err(self.lose(reason)));
-        }
-        match round {
+        let next = match round {
             Ok(Round::Leading { sent }) => {
+                // Stored with the version this replica last wrote or just read naming it: the
+                // Lease had no other holder since. The guard opens until the deadline counted
+                // from the sending (not at all if that has passed: the pause goes on).
                 self.guard.open_until(sent + self.config.renew_deadline());
                 if !self.leading {
                     let (lease, identity) = (&self.config.lease, &self.config.identity);
                     info!(%lease, %identity, "became the leader");
                 }
                 self.leading = true;
-                self.metrics.leader.set(1);
-                self.publish(Leadership::Leader);
                 // The next renewal is due a renew interval after this one was sent, however
                 // long the API server took to answer it.
-                Ok(Ok(self.config.renew_interval().saturating_sub(sent.elapsed())))
+                self.config.renew_interval().saturating_sub(sent.elapsed())
             }
+            Ok(Round::Following { holder, .. }) if self.leading => {
+                return Ok(Err(self.lose(format!("the Lease is now held by {holder}"))));
+            }
+            Ok(Round::Gone(reason)) => return Ok(Err(self.lose(reason))),
             Ok(Round::Following { holder, expires_in }) => {
-                if self.leading {
-                    return Ok(Err(self.lose(format!("the Lease is now held by {holder}"))));
-                }
                 self.metrics.leader.set(0);
                 let changed = self.publish(Leadership::Follower { holder: holder.clone() });
                 if changed {
                     info!(lease = %self.config.lease, %holder, "following the leader");
                 }
                 // Read again at the instant it expires if that comes first.
-                Ok(Ok(self.config.retry_period().min(expires_in)))
+                self.config.retry_period().min(expires_in)
             }
-            Ok(Round::Conflict) => Ok(Ok(CONFLICT_RETRY)),
-            Err(e @ Error::Forbidden { .. }) => Err(e),
+            Ok(Round::Conflict) => CONFLICT_RETRY,
+            Err(e @ Error::Forbidden { .. }) => return Err(e),
             Err(e) => {
                 let lease = &self.config.lease;
                 warn!(error = %e, %lease, "leader election: cannot read or write the Lease");
-                Ok(Ok(self.config.retry_period()))
+                self.config.retry_period()
             }
+        };
+        if self.leading {
+            self.pause_or_resume();
+        }
+        Ok(Ok(next))
+    }
+
+    /// A leader's standing after a round, as its guard says now: acting (`Leader`), or paused
+    /// since its guard closed (it has closed on time by itself; this reports it).
+    fn pause_or_resume(&mut self) {
+        let lease = &self.config.lease;
+        if self.guard.may_act() {
+            if let Some(since) = self.paused.take() {
+                let paused_for = since.elapsed();
+                info!(%lease, ?paused_for, "resumed: a renewal proved the Lease still this replica's");
+            }
+            self.metrics.leader.set(1);
+            self.publish(Leadership::Leader);
+        } else if self.paused.is_none() {
+            self.paused = Some(Instant::now());
+            self.metrics.leader.set(0);
+            self.metrics.leader_pauses.inc();
+            self.publish(Leadership::Paused);
+            warn!(
+                %lease, deadline = ?self.config.renew_deadline(),
+                "paused: no renewal of the Lease stored within the deadline; acting stops until \
+                 one proves the Lease still this replica's"
+            );
         }
     }
 
@@ -466,12 +504,8 @@ impl Elector {
     /// One round: a leader's renewal of the Lease it last wrote (one PUT), or one read and at
     /// most one write.
     async fn round(&mut self) -> Result<Round> {
-        // A leader whose guard has closed has lost (the round's outcome says so): it writes
-        // nothing more, not even a renewal that would make the others wait for its Lease.
-        if self.leading && !self.guard.may_act() {
-            let deadline = self.config.renew_deadline();
-            return Err(Error::Timeout { operation: "a leader Lease renewal", timeout: deadline });
-        }
+        // A leader, paused or not, renews the Lease as its last write stored it: stored only if
+        // nobody wrote it since.
         if self.leading
             && let Some(mut lease) = self.written.take()
         {
@@ -483,6 +517,9 @@ impl Elector {
             return self.write(lease, sent).await;
         }
         let Some(lease) = self.request("read", self.api.get_opt(&self.config.lease)).await? else {
+            if self.leading {
+                return Ok(Round::Gone("the Lease was deleted".into()));
+            }
             let sent = Instant::now();
             let lease = Lease {
                 metadata: ObjectMeta {
@@ -522,6 +559,13 @@ impl Elector {
                 lease_duration_seconds: Some(self.duration_seconds()),
                 ..spec
             },
+            // A leader renews only a Lease that names it: one released, or taken over and now
+            // expired, had another term in between.
+            Move::TakeOver if self.leading => {
+                let holder = spec.holder_identity.as_deref().unwrap_or_default();
+                let holder = if holder.is_empty() { "no one (released)" } else { holder };
+                return Ok(Round::Gone(format!("the Lease is now held by {holder}")));
+            }
             Move::TakeOver => {
                 let previous = spec.holder_identity.as_deref().filter(|h| !h.is_empty());
                 if let Some(previous) = previous {
@@ -610,13 +654,16 @@ impl Elector {
         Ended::Released
     }
 
-    /// How long a request may take: a leader's, until its guard closes (a renewal answered
-    /// later cannot keep the term anyway, and one answered in time, however slowly, does: the
-    /// guard's deadline counts from the instant the renewal was sent, so a slow answer never
-    /// lengthens the term); another replica's, a third of the lease duration.
+    /// How long a request may take: an acting leader's, until its guard closes (then the round
+    /// ends and the pause is told at once; a renewal answered later could not have kept the
+    /// guard open, and one answered in time, however slowly, does: the deadline counts from
+    /// the sending, so a slow answer never lengthens the term); a paused leader's, the renew
+    /// deadline (a renewal answered later cannot open the guard); another replica's, a third
+    /// of the lease duration.
     fn request_timeout(&self) -> Duration {
         match self.guard.open_for(Instant::now()) {
-            Some(open) if self.leading => open.max(Duration::from_millis(1)),
+            Some(open) if self.leading && !open.is_zero() => open,
+            _ if self.leading => self.config.renew_deadline(),
             _ => self.config.follower_request_timeout(),
         }
     }
@@ -650,280 +697,4 @@ fn is_conflict(e: &Error) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn spec(holder: Option<&str>) -> LeaseSpec {
-        LeaseSpec { holder_identity: holder.map(String::from), ..LeaseSpec::default() }
-    }
-
-    #[test]
-    fn decide_renews_its_own_takes_free_or_expired_follows_live() {
-        let cases = [
-            (spec(Some("me")), false, Move::Renew),
-            (spec(Some("me")), true, Move::Renew),
-            (spec(None), false, Move::TakeOver),
-            (spec(Some("")), false, Move::TakeOver),
-            (spec(Some("other")), true, Move::TakeOver),
-            (spec(Some("other")), false, Move::Follow { holder: "other".into() }),
-        ];
-        for (spec, expired, want) in cases {
-            assert_eq!(decide(&spec, "me", expired), want, "{spec:?} expired={expired}");
-        }
-    }
-
-    #[test]
-    fn the_holder_stops_acting_a_third_of_the_duration_before_anyone_may_take_over() {
-        let config = Config {
-            namespace: "ns".into(),
-            lease: "l".into(),
-            identity: "me".into(),
-            lease_duration: Duration::from_secs(15),
-        };
-        assert_eq!(config.renew_interval(), Duration::from_secs(2));
-        assert_eq!(config.renew_deadline(), Duration::from_secs(10));
-        assert_eq!(config.retry_period(), Duration::from_secs(1));
-        assert!(config.renew_deadline() < config.lease_duration);
-        let short = Config { lease_duration: Duration::from_secs(2), ..config };
-        assert!(short.retry_period() < Duration::from_secs(1));
-    }
-
-    #[test]
-    fn the_guard_closes_by_itself_at_its_deadline() {
-        let guard = LeaderGuard::closed();
-        assert!(!guard.may_act());
-        std::thread::sleep(Duration::from_millis(2));
-        guard.open_until(Instant::now() + Duration::from_secs(60));
-        assert!(guard.may_act());
-        guard.open_until(Instant::now() - Duration::from_millis(1));
-        assert!(!guard.may_act(), "a past deadline");
-        guard.open_until(Instant::now() + Duration::from_secs(60));
-        guard.close();
-        assert!(!guard.may_act());
-        assert!(LeaderGuard::always().may_act());
-    }
-
-    /// An elector whose client is never used.
-    fn elector() -> Elector {
-        type Req = http::Request<kube::client::Body>;
-        type Resp = http::Response<kube::client::Body>;
-        let (service, _handle) = tower_test::mock::pair::<Req, Resp>();
-        let (state, _) = watch::channel(Leadership::Unknown);
-        Elector {
-            api: Api::namespaced(Client::new(service, "default"), "ns"),
-            config: Config {
-                namespace: "ns".into(),
-                lease: "l".into(),
-                identity: "me".into(),
-                lease_duration: Duration::from_secs(15),
-            },
-            guard: LeaderGuard::closed(),
-            state,
-            metrics: Arc::new(Metrics::new()),
-            observed: None,
-            written: None,
-            leading: false,
-        }
-    }
-
-    #[tokio::test]
-    async fn a_leader_that_misses_its_renew_deadline_has_lost_for_good() {
-        // Leads, renews in time: the guard stays open a renew deadline past the renewal.
-        let mut e = elector();
-        let sent = Instant::now();
-        let next = e.after(Ok(Round::Leading { sent })).expect("no error");
-        assert!(
-            next.as_ref()
-                .is_ok_and(|n| *n <= Duration::from_secs(2) && *n > Duration::from_millis(1_900)),
-            "the next renewal 2 s after this one was sent: {next:?}"
-        );
-        assert!(e.guard.may_act() && e.metrics.leader.get() == 1);
-        assert_eq!(*e.state.borrow(), Leadership::Leader);
-
-        // Errors within the deadline: still leading, retrying every second.
-        let error =
-            || Err(Error::Timeout { operation: "a leader Lease request", timeout: Duration::ZERO });
-        assert_eq!(e.after(error()).expect("no error"), Ok(Duration::from_secs(1)));
-        assert!(e.guard.may_act());
-
-        // The deadline passes: lost, whatever the next round says, even a successful renewal
-        // sent after it.
-        e.guard.open_until(Instant::now());
-        let late = Instant::now() + Duration::from_millis(1);
-        assert!(matches!(e.after(Ok(Round::Leading { sent: late })), Ok(Err(Ended::Lost(_)))));
-        assert!(!e.guard.may_act() && e.metrics.leader.get() == 0);
-
-        // Another holder while leading: lost at once.
-        let mut e = elector();
-        e.after(Ok(Round::Leading { sent: Instant::now() })).expect("no error").expect("leads");
-        let taken =
-            Round::Following { holder: "other".into(), expires_in: Duration::from_secs(15) };
-        assert!(matches!(e.after(Ok(taken)), Ok(Err(Ended::Lost(r))) if r.contains("other")));
-        assert!(!e.guard.may_act());
-
-        // A follower reads again at the instant the holder's Lease would expire.
-        let mut e = elector();
-        let soon =
-            Round::Following { holder: "other".into(), expires_in: Duration::from_millis(300) };
-        assert_eq!(e.after(Ok(soon)).expect("no error"), Ok(Duration::from_millis(300)));
-        assert_eq!(*e.state.borrow(), Leadership::Follower { holder: "other".into() });
-        assert!(!e.guard.may_act());
-        // A missing permission is no reason to retry.
-        let forbidden = Error::Forbidden { verb: "get", resource: "leases", message: "no".into() };
-        assert!(e.after(Err(forbidden)).is_err());
-    }
-
-    #[tokio::test]
-    async fn a_leader_past_its_deadline_writes_nothing_more() {
-        // Its client's other end is gone: a request would fail as a request, not as this.
-        let mut e = elector();
-        e.leading = true;
-        let round = e.round().await;
-        assert!(
-            matches!(round, Err(Error::Timeout { operation: "a leader Lease renewal", .. })),
-            "{round:?}"
-        );
-        assert!(matches!(e.after(round), Ok(Err(Ended::Lost(_)))));
-    }
-
-    #[tokio::test]
-    async fn a_writer_without_the_lease_sends_nothing() {
-        use crate::crd::{RemediationPolicy, RemediationPolicyStatus};
-        use crate::writer::Writer;
-        use kube::runtime::events::EventType;
-
-        type Req = http::Request<kube::client::Body>;
-        type Resp = http::Response<kube::client::Body>;
-        let (service, mut handle) = tower_test::mock::pair::<Req, Resp>();
-        let client = Client::new(service, "default");
-        let writer = Writer::new(client, Arc::new(Metrics::new()), None)
-            .with_leader_guard(LeaderGuard::closed());
-        let policy: RemediationPolicy = serde_json::from_value(serde_json::json!({
-            "apiVersion": "remediator.io/v1alpha1",
-            "kind": "RemediationPolicy",
-            "metadata": { "name": "p", "uid": "policy-uid" },
-            "spec": {},
-        }))
-        .expect("valid policy");
-
-        let status = writer.patch_status("p", &RemediationPolicyStatus::default()).await;
-        assert!(matches!(status, Err(Error::NotLeader { .. })), "{status:?}");
-        writer.policy_event(&policy, EventType::Normal, "Test", "Test", "note".into()).await;
-        let request = tokio::time::timeout(Duration::from_millis(200), handle.next_request()).await;
-        assert!(
-            !matches!(request, Ok(Some(_))),
-            "a follower's writer sent {:?}",
-            request.ok().flatten().map(|(r, _)| r.uri().to_string())
-        );
-    }
-
-    type Counts = Arc<std::sync::Mutex<std::collections::BTreeMap<String, u32>>>;
-
-    /// A Lease API on a mock service that answers every request the milliseconds in `delay`
-    /// after it arrives, keeping one Lease with optimistic concurrency. Returns the count of
-    /// requests by verb.
-    fn slow_lease_api(delay: Arc<AtomicU64>) -> (Client, Counts) {
-        type Req = http::Request<kube::client::Body>;
-        type Resp = http::Response<kube::client::Body>;
-        let (service, mut handle) = tower_test::mock::pair::<Req, Resp>();
-        let counts = Arc::new(std::sync::Mutex::new(std::collections::BTreeMap::new()));
-        let seen = counts.clone();
-        tokio::spawn(async move {
-            let stored: Arc<std::sync::Mutex<Option<Lease>>> = Arc::default();
-            while let Some((request, send)) = handle.next_request().await {
-                let method = request.method().to_string();
-                *seen.lock().expect("counts").entry(method.clone()).or_insert(0) += 1;
-                let body = http_body_util::BodyExt::collect(request.into_body()).await;
-                let body = body.map(|b| b.to_bytes()).unwrap_or_default();
-                let stored = stored.clone();
-                let delay = Duration::from_millis(delay.load(Ordering::Relaxed));
-                tokio::spawn(async move {
-                    tokio::time::sleep(delay).await;
-                    let mut stored = stored.lock().expect("the Lease");
-                    let next_version = |l: &Option<Lease>| {
-                        let v = l.as_ref().and_then(|l| l.metadata.resource_version.clone());
-                        (v.and_then(|v| v.parse::<u64>().ok()).unwrap_or(0) + 1).to_string()
-                    };
-                    let (code, lease) = match method.as_str() {
-                        "GET" => (if stored.is_some() { 200 } else { 404 }, stored.clone()),
-                        _ => {
-                            let mut written: Lease =
-                                serde_json::from_slice(&body).expect("a Lease");
-                            let current = stored.as_ref().map(|l| &l.metadata.resource_version);
-                            if method == "PUT"
-                                && current != Some(&written.metadata.resource_version)
-                            {
-                                (409, None)
-                            } else {
-                                written.metadata.resource_version = Some(next_version(&stored));
-                                *stored = Some(written.clone());
-                                (200, Some(written))
-                            }
-                        }
-                    };
-                    let bytes = match lease {
-                        Some(lease) if code == 200 => serde_json::to_vec(&lease).expect("json"),
-                        _ => serde_json::to_vec(&serde_json::json!({
-                            "kind": "Status", "apiVersion": "v1", "status": "Failure",
-                            "message": "test", "code": code,
-                            "reason": if code == 404 { "NotFound" } else { "Conflict" },
-                        }))
-                        .expect("json"),
-                    };
-                    send.send_response(
-                        http::Response::builder()
-                            .status(code)
-                            .body(kube::client::Body::from(bytes))
-                            .expect("response"),
-                    );
-                });
-            }
-        });
-        (Client::new(service, "default"), counts)
-    }
-
-    #[tokio::test]
-    async fn a_leader_keeps_the_lease_while_each_answer_takes_a_third_of_its_deadline() {
-        // A 4.5 s Lease: a 3 s deadline, renewals every 0.6 s. Once this replica leads, every
-        // answer takes 1 s, a third of the deadline: a renewal as a read then a write, sent a
-        // renew interval after the last was answered, would miss it.
-        let delay = Arc::new(AtomicU64::new(10));
-        let (client, counts) = slow_lease_api(delay.clone());
-        let config = Config {
-            namespace: "ns".into(),
-            lease: "l".into(),
-            identity: "me".into(),
-            lease_duration: Duration::from_millis(4_500),
-        };
-        let mut election = LeaderElection::start(client, config, Arc::new(Metrics::new()));
-        let guard = election.guard();
-        let mut state = election.subscribe();
-        tokio::time::timeout(Duration::from_secs(10), state.wait_for(|l| *l == Leadership::Leader))
-            .await
-            .expect("leads within 10 s")
-            .expect("the election runs");
-        delay.store(1_000, Ordering::Relaxed);
-        // For 7.5 s (two and a half deadlines): the guard never closes and the election goes
-        // on.
-        let until = Instant::now() + Duration::from_millis(7_500);
-        while Instant::now() < until {
-            assert!(guard.may_act(), "the guard closed on a slow API server");
-            let ended = tokio::time::timeout(Duration::from_millis(100), election.ended()).await;
-            assert!(ended.is_err(), "the election ended: {ended:?}");
-        }
-        // Renewed by one PUT each, without a read first: a read (the first round's) and a
-        // create, then about one PUT per second.
-        let counts = counts.lock().expect("counts").clone();
-        assert_eq!(counts.get("GET"), Some(&1), "{counts:?}");
-        assert_eq!(counts.get("POST"), Some(&1), "{counts:?}");
-        assert!(counts.get("PUT").is_some_and(|n| *n >= 6), "{counts:?}");
-        election.guard.close();
-    }
-
-    #[test]
-    fn identities_are_unique_per_process_start() {
-        let (a, b) = (identity(Some("pod-0")), identity(Some("pod-0")));
-        assert!(a.starts_with("pod-0-") && b.starts_with("pod-0-"), "{a} {b}");
-        assert_ne!(a, b);
-    }
-}
+mod tests;

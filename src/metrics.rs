@@ -136,6 +136,9 @@ pub struct Metrics {
     pub caches_synced: Gauge,
     /// 1 while this replica holds the leader Lease (or leader election is off) and may act.
     pub leader: Gauge,
+    /// Pauses of this replica's leadership: it led, no renewal of the Lease was stored within
+    /// the renew deadline, and it stopped acting until a renewal proved the Lease still its own.
+    pub leader_pauses: Counter,
     /// The process's resident memory now and at its peak (Linux: VmRSS and VmHWM of
     /// /proc/self/status), read at each scrape.
     pub resident_memory: Gauge,
@@ -186,6 +189,7 @@ impl Metrics {
             cached_terminating_pods: Gauge::default(),
             caches_synced: Gauge::default(),
             leader: Gauge::default(),
+            leader_pauses: Counter::default(),
             resident_memory: Gauge::default(),
             peak_resident_memory: Gauge::default(),
             registry: Registry::default(),
@@ -293,6 +297,12 @@ impl Metrics {
             "leader",
             "1 while this replica holds the leader Lease (or leader election is off) and may act",
             m.leader.clone(),
+        );
+        r.register(
+            "leader_pauses",
+            "Times this replica, leading, stopped acting because no renewal of the leader Lease \
+             was stored within the renew deadline (until a renewal proved the Lease still its own)",
+            m.leader_pauses.clone(),
         );
         r.register(
             "resident_memory_bytes",

@@ -200,10 +200,42 @@ async fn controller_when_leading(
         return;
     }
     info!("leading: starting the policy controller");
+    let trigger = with_resumes(trigger, leadership);
     policy::run(client, ctx, trigger, policy_selector, lists, async move {
         let _ = stop.wait_for(|s| *s).await;
     })
     .await;
+}
+
+/// The controller's trigger: the watches' (a change that may matter), and each end of a pause
+/// of the leadership, so that what the pause held back is decided again at once (a write the
+/// writer refused while paused is otherwise retried at its reconcile's next requeue). Closes
+/// with the watches'.
+fn with_resumes(
+    mut watches: tokio::sync::watch::Receiver<u64>,
+    mut leadership: tokio::sync::watch::Receiver<Leadership>,
+) -> tokio::sync::watch::Receiver<u64> {
+    let (tx, rx) = tokio::sync::watch::channel(0u64);
+    tokio::spawn(async move {
+        let (mut paused, mut electing) = (false, true);
+        loop {
+            tokio::select! {
+                changed = watches.changed() => if changed.is_err() { return },
+                changed = leadership.changed(), if electing => {
+                    // Once the election is over (the process is exiting) only the watches count.
+                    electing = changed.is_ok();
+                    let now = leadership.borrow_and_update().clone();
+                    let resumed = electing && paused && now.is_leader();
+                    paused = now == Leadership::Paused;
+                    if !resumed {
+                        continue;
+                    }
+                }
+            }
+            tx.send_modify(|n| *n = n.wrapping_add(1));
+        }
+    });
+    rx
 }
 
 /// How long running reconciles may take to finish on shutdown.
@@ -319,5 +351,42 @@ fn classify(verb: &'static str, resource: &'static str, e: kube::Error) -> Error
             Error::Forbidden { verb, resource, message: s.message }
         }
         source => Error::List { kind: resource, source },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether the trigger fires within 50 ms.
+    async fn fired(trigger: &mut tokio::sync::watch::Receiver<u64>) -> bool {
+        tokio::time::timeout(Duration::from_millis(50), trigger.changed()).await.is_ok()
+    }
+
+    #[tokio::test]
+    async fn the_controller_is_triggered_by_the_watches_and_by_each_resume() {
+        let (watches, watches_rx) = tokio::sync::watch::channel(0u64);
+        let (leadership, leadership_rx) = tokio::sync::watch::channel(Leadership::Leader);
+        let mut trigger = with_resumes(watches_rx, leadership_rx);
+        watches.send_modify(|n| *n += 1);
+        assert!(fired(&mut trigger).await, "a change the watches saw");
+        let steps = [
+            (Leadership::Paused, false),
+            (Leadership::Leader, true),
+            (Leadership::Leader, false),
+            (Leadership::Follower { holder: "other".into() }, false),
+            (Leadership::Leader, false),
+        ];
+        for (now, fires) in steps {
+            leadership.send_replace(now.clone());
+            assert_eq!(fired(&mut trigger).await, fires, "{now:?}");
+        }
+        // The election over: the watches still trigger, and closing them closes the trigger.
+        drop(leadership);
+        watches.send_modify(|n| *n += 1);
+        assert!(fired(&mut trigger).await, "a change after the election");
+        drop(watches);
+        let closed = tokio::time::timeout(Duration::from_millis(50), trigger.changed()).await;
+        assert!(matches!(closed, Ok(Err(_))), "{closed:?}");
     }
 }

@@ -50,7 +50,8 @@ pub struct Args {
 
     /// Seconds a leader Lease that stopped being renewed stays its holder's: the longest
     /// failover when a leader dies. The leader stops acting when two thirds of it have passed
-    /// since its last renewal was sent, and renews every fifth of that (2 s of 15).
+    /// since its last renewal was sent (it pauses until a renewal is stored), and renews every
+    /// fifth of that (2 s of 15).
     #[arg(
         long,
         default_value_t = 15,

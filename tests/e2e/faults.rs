@@ -270,12 +270,12 @@ async fn apiserver_stall_is_not_a_death(cluster: &Cluster, env: &TestEnv) -> Res
 enum Deployed {
     /// One replica without leader election (the chart's `leaderElection.enabled=false`): it
     /// lives through the stall with its watches open and silent, as in the report, so
-    /// its own stall handling is what is tested. (A leader loses its Lease about 10 s into a
-    /// stall and exits.)
+    /// its own stall handling is what is tested.
     Alone,
     /// Leader election on (the chart's default), and restarted 2 s after every exit as a
-    /// Deployment's container is: the leader exits during the stall, its successors start
-    /// while the control plane does not answer, and one of them acts after it.
+    /// Deployment's container is: the leader pauses about 10 s into the stall (no renewal of
+    /// its Lease is stored) and resumes its term after it, its state kept through the stall;
+    /// were it to exit, its successors would start while the control plane does not answer.
     Restarted,
 }
 

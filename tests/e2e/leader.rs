@@ -3,7 +3,8 @@
 //! they hold the Lease. A killed leader is replaced within the lease duration, without a pod
 //! deleted twice or not at all; a leader stopped with SIGTERM hands the Lease over at once; a
 //! leader that loses the Lease exits with a failure; a leader whose API server answers slowly
-//! (3 s a request, through a fault proxy) keeps the Lease.
+//! (3 s a request, through a fault proxy) keeps the Lease; one whose API server goes silent past
+//! the renew deadline pauses, and resumes its term when it answers again.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -11,7 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, ensure};
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
 use libtest_mimic::Trial;
@@ -32,6 +33,7 @@ pub fn trials() -> Vec<Trial> {
         e2e!("le-sigterm-handover", sigterm_hands_the_lease_over_at_once),
         e2e!("le-lost-exits", a_leader_that_loses_the_lease_exits_with_a_failure),
         e2e!("le-slow-api", a_leader_keeps_the_lease_on_an_api_server_slow_to_answer),
+        e2e!("le-stall-pause", a_leader_paused_by_a_silent_api_server_resumes_its_term),
     ]
 }
 
@@ -309,6 +311,20 @@ async fn a_leader_that_loses_the_lease_exits_with_a_failure(env: &TestEnv) -> Re
     Ok(())
 }
 
+/// A DryRun policy and one replica reaching the API server through a fault proxy, leading;
+/// the Lease's spec then.
+async fn leader_through_a_proxy(env: &TestEnv) -> Result<(FaultProxy, Operator, LeaseSpec)> {
+    let cluster = shared_cluster().await?;
+    env.create_policy(json!({ "mode": "DryRun" })).await?;
+    let proxy = FaultProxy::start(api_server_addr(&cluster.operator_kubeconfig)?).await?;
+    let kubeconfig = cluster.dir.join(format!("proxy-{}.kubeconfig", env.name));
+    proxy.kubeconfig(&cluster.operator_kubeconfig, &kubeconfig)?;
+    let op = Operator::start_through(cluster, env, &kubeconfig, &[]).await?;
+    ensure!(leads(&op).await?, "the replica does not lead; see {}", op.log.display());
+    let before = lease(env).await?.spec.unwrap_or_default();
+    Ok((proxy, op, before))
+}
+
 /// The operator reaches the API server through a fault proxy that, once it leads, delays every
 /// chunk by 1.5 s each way: 3 s a request, a lasting slowness that a renewal made of a read and
 /// an update, sent a third of the lease duration after the last was answered, cannot survive
@@ -316,14 +332,7 @@ async fn a_leader_that_loses_the_lease_exits_with_a_failure(env: &TestEnv) -> Re
 /// The leader renews with one update every 2 s (each answered 3 s after it was sent) and keeps
 /// the Lease for three lease durations: still the holder, never a transition, and renewed.
 async fn a_leader_keeps_the_lease_on_an_api_server_slow_to_answer(env: &TestEnv) -> Result<()> {
-    let cluster = shared_cluster().await?;
-    env.create_policy(json!({ "mode": "DryRun" })).await?;
-    let proxy = FaultProxy::start(api_server_addr(&cluster.operator_kubeconfig)?).await?;
-    let kubeconfig = cluster.dir.join(format!("proxy-{}.kubeconfig", env.name));
-    proxy.kubeconfig(&cluster.operator_kubeconfig, &kubeconfig)?;
-    let mut op = Operator::start_through(cluster, env, &kubeconfig, &[]).await?;
-    ensure!(leads(&op).await?, "the replica does not lead; see {}", op.log.display());
-    let before = lease(env).await?.spec.unwrap_or_default();
+    let (proxy, mut op, before) = leader_through_a_proxy(env).await?;
     let holder_before = before.holder_identity.clone().unwrap_or_default();
 
     proxy.set_latency(Duration::from_millis(1_500));
@@ -365,6 +374,74 @@ async fn a_leader_keeps_the_lease_on_an_api_server_slow_to_answer(env: &TestEnv)
     eprintln!(
         "[le-slow-api] kept the Lease for {}s of 3 s requests; last renewed {age:#} before the end",
         hold.as_secs()
+    );
+    Ok(())
+}
+
+/// How long the API server stays silent for the leader in `le-stall-pause`: past the renew
+/// deadline (10 s) and the lease duration (15 s).
+const SILENCE: Duration = Duration::from_secs(20);
+
+/// The leader reaches the API server through a fault proxy that goes silent for [`SILENCE`]
+/// (every open connection blackholed, new ones too until the end): no renewal is stored, and
+/// the leader pauses when its renew deadline passes (the leader gauge 0, a pause counted), its
+/// process still up. When new connections pass again, its next renewal is stored with the
+/// version its last one left (nobody wrote the Lease), and the term resumes: the same holder
+/// and transitions, the gauge at 1, and it writes again (a policy created afterwards gets its
+/// status). One replica: the test is about the leader alone (a rival's takeover in a pause is
+/// proven on a mock Lease API, `src/leader/tests.rs`).
+async fn a_leader_paused_by_a_silent_api_server_resumes_its_term(env: &TestEnv) -> Result<()> {
+    let (proxy, mut op, before) = leader_through_a_proxy(env).await?;
+
+    proxy.blackhole(true);
+    let silenced = Instant::now();
+    // Paused at the renew deadline, 10 s at most after its last renewal was sent; 5 s more for
+    // a loaded machine.
+    wait_for("the leader to pause", LEASE_DURATION, || async {
+        Ok((!leads(&op).await?).then_some(()))
+    })
+    .await
+    .with_context(|| format!("see {}", op.log.display()))?;
+    let paused_after = silenced.elapsed();
+    let pauses = op.metric("kube_remediator_leader_pauses_total", &[]).await?;
+    ensure!(pauses == Some(1.0), "pauses counted: {pauses:?}");
+    tokio::time::sleep(SILENCE.saturating_sub(silenced.elapsed())).await;
+    ensure!(op.exited()?.is_none(), "the paused leader exited; see {}", op.log.display());
+    ensure!(!leads(&op).await?, "acting in the silence; see {}", op.log.display());
+
+    proxy.heal();
+    let healed = Instant::now();
+    // Its connections blackholed before are given up within 10 s of unanswered pings, and a
+    // paused renewal times out after 10 s: resumed within 30 s of the heal; 30 s more for a
+    // loaded machine.
+    wait_leads(&op, Duration::from_secs(60)).await?;
+    let resumed_after = healed.elapsed();
+    ensure!(op.exited()?.is_none(), "the leader exited; see {}", op.log.display());
+    let after = lease(env).await?.spec.unwrap_or_default();
+    ensure!(
+        after.holder_identity == before.holder_identity
+            && after.lease_transitions == before.lease_transitions,
+        "another term: {before:?} then {after:?}"
+    );
+    let log = std::fs::read_to_string(&op.log)?;
+    ensure!(log.contains("resumed"), "no word of the resume in {}", op.log.display());
+    ensure!(
+        !log.contains("lost the leader"),
+        "the leader lost the Lease; see {}",
+        op.log.display()
+    );
+
+    // It writes again: a policy created now gets its status.
+    let second = format!("{}-after", env.name);
+    env.create_named_policy(&second, json!({ "mode": "DryRun" })).await?;
+    env.wait_named_policy(&second, "the second policy's status", Duration::from_secs(30), |s| {
+        s.observed_generation
+    })
+    .await?;
+    eprintln!(
+        "[le-stall-pause] paused {:.1}s into the silence, resumed {:.1}s after it ended",
+        paused_after.as_secs_f64(),
+        resumed_after.as_secs_f64()
     );
     Ok(())
 }

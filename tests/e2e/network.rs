@@ -52,8 +52,9 @@ async fn one_delete(cluster: &Cluster, env: &TestEnv, pod: &str) -> Result<()> {
 }
 
 /// The operator runs without leader election here (a single replica): its leader Lease renewals
-/// go through the proxy too, and a leader that cannot renew for 15 s exits by design, which
-/// `le-*` tests. This test is about the writer's requests and the watches.
+/// would go through the proxy too, and a leader that cannot renew within 10 s pauses its writes
+/// until a renewal is stored, which `le-stall-pause` tests. This test is about the writer's
+/// requests and the watches.
 async fn blackholed_connections_time_out_and_are_replaced(env: &TestEnv) -> Result<()> {
     // A pod kept by a finalizer, on a live node: released whatever the outcome.
     let live = env.add_node("live").await?;
