@@ -4,7 +4,8 @@
 //! deleted twice or not at all; a leader stopped with SIGTERM hands the Lease over at once; a
 //! leader that loses the Lease exits with a failure; a leader whose API server answers slowly
 //! (3 s a request, through a fault proxy) keeps the Lease; one whose API server goes silent past
-//! the renew deadline pauses, and resumes its term when it answers again.
+//! the renew deadline pauses, and resumes its term when it answers again, unless a follower took
+//! the Lease over meanwhile: then it exits.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -34,6 +35,7 @@ pub fn trials() -> Vec<Trial> {
         e2e!("le-lost-exits", a_leader_that_loses_the_lease_exits_with_a_failure),
         e2e!("le-slow-api", a_leader_keeps_the_lease_on_an_api_server_slow_to_answer),
         e2e!("le-stall-pause", a_leader_paused_by_a_silent_api_server_resumes_its_term),
+        e2e!("le-pause-taken", a_paused_leader_whose_lease_was_taken_over_exits),
     ]
 }
 
@@ -442,6 +444,59 @@ async fn a_leader_paused_by_a_silent_api_server_resumes_its_term(env: &TestEnv) 
         "[le-stall-pause] paused {:.1}s into the silence, resumed {:.1}s after it ended",
         paused_after.as_secs_f64(),
         resumed_after.as_secs_f64()
+    );
+    Ok(())
+}
+
+/// The leader reaches the API server through a fault proxy that goes silent; a follower that
+/// reaches it directly takes the Lease over once it has not changed for its duration. When the
+/// silence ends, the paused leader's renewal is refused (the Lease changed since its last one)
+/// and its read names the follower: it exits with a failure, and the Lease stays the
+/// follower's (the leader never takes a Lease back).
+async fn a_paused_leader_whose_lease_was_taken_over_exits(env: &TestEnv) -> Result<()> {
+    let (proxy, mut a, before) = leader_through_a_proxy(env).await?;
+    let b = Operator::start_replica(shared_cluster().await?, env, "b", &[]).await?;
+    ensure!(!leads(&b).await?, "the second replica leads too; see {}", b.log.display());
+
+    proxy.blackhole(true);
+    let silenced = Instant::now();
+    // The follower leads within the lease duration and a second of the leader's last renewal;
+    // 10 s more for a loaded machine.
+    wait_leads(&b, LEASE_DURATION + Duration::from_secs(10)).await?;
+    let took_after = silenced.elapsed();
+    let taken = lease(env).await?.spec.unwrap_or_default();
+    let new_holder = taken.holder_identity.clone().unwrap_or_default();
+    ensure!(new_holder.starts_with(&format!("e2e-{}-b-", env.name)), "held by {new_holder}");
+    ensure!(!leads(&a).await?, "both replicas lead; see {}", a.log.display());
+    let pauses = a.metric("kube_remediator_leader_pauses_total", &[]).await?;
+    ensure!(pauses == Some(1.0), "the old leader's pauses: {pauses:?}");
+
+    proxy.heal();
+    let healed = Instant::now();
+    // Its blackholed connections are given up within 10 s of unanswered pings and a paused
+    // renewal times out after 10 s: it learns within 30 s of the heal; 30 s more for a loaded
+    // machine.
+    let status = wait_for("the paused leader to exit", Duration::from_secs(60), || {
+        let exited = a.exited();
+        async move { exited }
+    })
+    .await?;
+    let exited_after = healed.elapsed();
+    ensure!(!status.success(), "the paused leader exited with {status}");
+    let log = std::fs::read_to_string(&a.log)?;
+    ensure!(log.contains("lost the leader"), "no word of the loss in {}", a.log.display());
+    let after = lease(env).await?.spec.unwrap_or_default();
+    ensure!(
+        after.holder_identity == taken.holder_identity
+            && after.lease_transitions == before.lease_transitions.map(|t| t + 1),
+        "the Lease changed again: {before:?}, then {taken:?}, then {after:?}"
+    );
+    ensure!(leads(&b).await?, "the new leader no longer leads; see {}", b.log.display());
+    eprintln!(
+        "[le-pause-taken] the follower led {:.1}s into the silence; the old leader exited {:.1}s \
+         after it ended",
+        took_after.as_secs_f64(),
+        exited_after.as_secs_f64()
     );
     Ok(())
 }
