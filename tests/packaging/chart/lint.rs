@@ -246,7 +246,7 @@ fn check_deployment(docs: &[Value]) -> Result<()> {
 }
 
 /// Every metric name in the alerts and the dashboard is one the operator exports, and the
-/// alerts are the four the issue and the runbooks name.
+/// alerts are the five the runbooks name.
 fn check_monitoring(docs: &[Value]) -> Result<()> {
     let known = exported_series();
     let mut queries = alert_queries(docs);
@@ -259,6 +259,7 @@ fn check_monitoring(docs: &[Value]) -> Result<()> {
                     "KubeRemediatorPodsStuckTerminating",
                     "KubeRemediatorCircuitOpen",
                     "KubeRemediatorRolloutBlocked",
+                    "KubeRemediatorNoLeader",
                     "KubeRemediatorSafetyRefusal"
                 ],
             "alerts: {alerts:?}"
