@@ -26,6 +26,9 @@
 //! set the size, `KUBE_REMEDIATOR_BENCH_POD=small` pods of one container instead of three (tier
 //! L: 150,000 full pods do not fit this machine's API server, etcd and kwok; above 100,000 pods
 //! the control plane is fitted to the machine, see `ClusterOptions::large`);
+//! `KUBE_REMEDIATOR_BENCH_POPULATE=etcd` the pods written into etcd as copies of one made through
+//! the API, in seconds where the API's write path takes this machine over an hour at tier L
+//! (`populate_through_etcd`);
 //! `KUBE_REMEDIATOR_BENCHBIN` a directory holding a built `peer`.
 //! `KUBE_REMEDIATOR_BENCH_ONLY=remediator` measures kube-remediator alone (its default lists,
 //! on the empty and the populated cluster: the rows a per-node or per-pod slope is read from),
@@ -51,7 +54,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use futures::{FutureExt, StreamExt};
+use futures::{FutureExt, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use measure::{MEASURED_NAMESPACE, Measurement, free_addr};
@@ -128,6 +131,13 @@ fn large() -> bool {
 /// pod's JSON), for the tier whose full pods the control plane cannot hold on this machine.
 fn small_pods() -> bool {
     std::env::var("KUBE_REMEDIATOR_BENCH_POD").is_ok_and(|v| v == "small")
+}
+
+/// `KUBE_REMEDIATOR_BENCH_POPULATE=etcd`: the pods written straight into etcd, copies of one pod
+/// made through the API (see [`populate_through_etcd`]), instead of 150,000 creations through
+/// the API server, which took this machine 77 minutes and kwok 25 more to report them Running.
+fn through_etcd() -> bool {
+    std::env::var("KUBE_REMEDIATOR_BENCH_POPULATE").is_ok_and(|v| v == "etcd")
 }
 
 /// `KUBE_REMEDIATOR_BENCH_ONLY=remediator`: kube-remediator alone, with its default lists.
@@ -233,23 +243,27 @@ async fn scenario(cluster: &Cluster, peer: &Path, versions: &str) -> Result<()> 
     let owner_uid = owner.metadata.uid.context("ConfigMap without uid")?;
 
     let started = Instant::now();
-    let created = futures::stream::iter(0..pods)
-        .map(|i| {
-            let (env, node, owner_uid) = (&env, &names[i % names.len()], &owner_uid);
-            async move { create_pod(env, i, &format!("app-{i:05}"), node, owner_uid, None).await }
-        })
-        .buffer_unordered(32)
-        .fold(0usize, |n, r| async move {
-            if let Err(e) = r {
-                eprintln!("[rss] a pod was not created: {e:#}");
-                return n;
-            }
-            if (n + 1) % 500 == 0 {
-                eprintln!("[rss] {} pods created", n + 1);
-            }
-            n + 1
-        })
-        .await;
+    let created = if through_etcd() {
+        populate_through_etcd(cluster, &env, &names, &owner_uid, pods).await?
+    } else {
+        futures::stream::iter(0..pods)
+            .map(|i| {
+                let (env, node, owner_uid) = (&env, &names[i % names.len()], &owner_uid);
+                async move { create_pod(env, i, &format!("app-{i:05}"), node, owner_uid, None).await }
+            })
+            .buffer_unordered(32)
+            .fold(0usize, |n, r| async move {
+                if let Err(e) = r {
+                    eprintln!("[rss] a pod was not created: {e:#}");
+                    return n;
+                }
+                if (n + 1) % 500 == 0 {
+                    eprintln!("[rss] {} pods created", n + 1);
+                }
+                n + 1
+            })
+            .await
+    };
     let pods_took = started.elapsed().as_secs_f64();
     let list = env.pods().list(&ListParams::default().limit(1)).await?;
     let one = list.items.first().context("no pod")?;
@@ -825,6 +839,127 @@ async fn churn(
         eprintln!("[rss] {failed} churn pods failed to be created or deleted");
     }
     Ok(())
+}
+
+/// Populates the cluster through etcd: the first pod is created through the API as every pod is
+/// otherwise (admission's defaults, two field managers) and reported Running by kwok; the others
+/// are copies of what the API server then returns, each with its own name, uid, app, image, node
+/// and pod IP, written in JSON under the API server's keys (`/registry/pods/<namespace>/<name>`,
+/// which its storage decodes as it decodes its own protobuf), up to 100 to an etcd transaction. The API
+/// server's watch cache receives them from etcd's watch as it receives its own writes; kwok
+/// leaves them alone (they have their pod IP, its sign that a pod is Running). Nothing measured
+/// runs meanwhile: the processes read the same objects as after creations through the API.
+/// Returns how many pods the API server lists.
+async fn populate_through_etcd(
+    cluster: &Cluster,
+    env: &TestEnv,
+    nodes: &[String],
+    owner_uid: &str,
+    pods: usize,
+) -> Result<usize> {
+    use base64::Engine as _;
+    use http_body_util::BodyExt as _;
+    let first = "app-00000";
+    create_pod(env, 0, first, &nodes[0], owner_uid, None).await?;
+    let path = format!("/api/v1/namespaces/{}/pods/{first}", env.namespace);
+    let started = Instant::now();
+    let template: serde_json::Value = loop {
+        let request = http::Request::get(path.as_str()).body(Vec::new())?;
+        let pod: serde_json::Value =
+            serde_json::from_str(&env.client.request_text(request).await?)?;
+        if pod.pointer("/status/podIP").is_some_and(|ip| ip.is_string()) {
+            break pod;
+        }
+        if started.elapsed() > Duration::from_secs(300) {
+            anyhow::bail!("kwok did not report {first} Running within 5 min");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let template_app = template
+        .pointer("/metadata/labels/app")
+        .and_then(|a| a.as_str())
+        .context("the first pod has no app label")?
+        .to_string();
+    let copy = |i: usize| -> Result<(String, Vec<u8>)> {
+        let mut pod = template.clone();
+        let name = format!("app-{i:05}");
+        let app = format!("shop-{}", i % 30);
+        let meta = pod["metadata"].as_object_mut().context("no metadata")?;
+        meta.remove("resourceVersion");
+        meta.insert("name".into(), json!(name));
+        meta.insert("uid".into(), json!(format!("b3e1c0de-0000-4000-8000-{i:012x}")));
+        pod["metadata"]["labels"]["app"] = json!(app);
+        pod["spec"]["nodeName"] = json!(nodes[i % nodes.len()]);
+        let image = |v: &mut serde_json::Value| {
+            if let Some(image) = v.as_str() {
+                *v = json!(image.replace(&format!("/{template_app}/"), &format!("/{app}/")));
+            }
+        };
+        for list in ["/spec/containers", "/status/containerStatuses"] {
+            for c in pod.pointer_mut(list).and_then(|l| l.as_array_mut()).into_iter().flatten() {
+                image(&mut c["image"]);
+            }
+        }
+        let ip = format!("10.{}.{}.{}", 64 + (i >> 16), (i >> 8) & 255, i & 255);
+        pod["status"]["podIP"] = json!(ip);
+        pod["status"]["podIPs"] = json!([{ "ip": ip }]);
+        let key = format!("/registry/pods/{}/{name}", env.namespace);
+        Ok((key, serde_json::to_vec(&pod)?))
+    };
+    let http = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<http_body_util::Full<bytes::Bytes>>();
+    let txn_url = format!("{}/v3/kv/txn", cluster.etcd_url);
+    let b64 = base64::engine::general_purpose::STANDARD;
+    // etcd takes at most 128 operations and 1.5 MiB a request (its defaults); base64 adds a third.
+    let per_txn = (700_000 / serde_json::to_vec(&template)?.len()).clamp(1, 100);
+    let batches: Vec<Vec<usize>> =
+        (1..pods).collect::<Vec<_>>().chunks(per_txn).map(|c| c.to_vec()).collect();
+    let started = Instant::now();
+    let written = futures::stream::iter(batches)
+        .map(|batch| {
+            let (http, txn_url, copy, b64) = (&http, &txn_url, &copy, &b64);
+            async move {
+                let mut puts = Vec::with_capacity(batch.len());
+                for &i in &batch {
+                    let (key, value) = copy(i)?;
+                    puts.push(json!({ "requestPut": { "key": b64.encode(key), "value": b64.encode(value) } }));
+                }
+                let body = serde_json::to_vec(&json!({ "success": puts }))?;
+                let request = http::Request::post(txn_url.as_str())
+                    .header("content-type", "application/json")
+                    .body(http_body_util::Full::new(bytes::Bytes::from(body)))?;
+                let response = http.request(request).await?;
+                let status = response.status();
+                let answer = response.into_body().collect().await?.to_bytes();
+                if !status.is_success() {
+                    anyhow::bail!("etcd refused a transaction: {status} {}", String::from_utf8_lossy(&answer));
+                }
+                Ok(batch.len())
+            }
+        })
+        .buffer_unordered(4)
+        .try_fold(0usize, |n, k| async move {
+            let n = n + k;
+            if n / 10_000 != (n - k) / 10_000 {
+                eprintln!("[rss] {} pods written to etcd ({:.0} s)", n + 1, started.elapsed().as_secs_f64());
+            }
+            Ok(n)
+        })
+        .await?;
+    // The API server lists from its watch cache once that has caught up with etcd.
+    let listed = loop {
+        let list = env.pods().list(&ListParams::default().limit(1)).await?;
+        let listed = list.items.len() + list.metadata.remaining_item_count.unwrap_or(0) as usize;
+        if listed > written || started.elapsed() > Duration::from_secs(900) {
+            break listed;
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    };
+    eprintln!(
+        "[rss] {written} copies of {first} written to etcd; the API server lists {listed} pods ({:.0} s)",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(listed)
 }
 
 /// A pod as real workloads have them, bound to `node`, then labelled by a second field manager

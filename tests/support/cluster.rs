@@ -255,6 +255,9 @@ pub struct Cluster {
     /// The API server's audit log (writes only, Metadata level), to prove who changed what.
     pub audit_log: PathBuf,
     pub bin: TestBin,
+    /// etcd's client URL (`http://127.0.0.1:PORT`): the benchmark writes its population there,
+    /// in the API server's storage layout, where the API's write path would take an hour.
+    pub etcd_url: String,
     etcd_data: PathBuf,
     procs: Mutex<Vec<Proc>>,
     /// The audit log read so far, see [`Cluster::audit_writes`].
@@ -331,6 +334,7 @@ impl Cluster {
             operator_kubeconfig,
             audit_log: audit_log.clone(),
             bin: bin.clone(),
+            etcd_url: format!("http://127.0.0.1:{etcd_client}"),
             etcd_data: etcd_data.clone(),
             procs: Mutex::new(Vec::new()),
             audit: Mutex::new(AuditTail::default()),
@@ -485,9 +489,10 @@ impl Cluster {
         .await?;
         cluster.check_alive()?;
         eprintln!(
-            "[cluster] control plane ready at {server} in {:.1}s ({}; logs: {})",
+            "[cluster] control plane ready at {server} in {:.1}s ({}; etcd at {}; logs: {})",
             started.elapsed().as_secs_f64(),
             if options == ClusterOptions::tests() { "test settings" } else { "production-like" },
+            cluster.etcd_url,
             dir.display()
         );
         Ok(cluster)
