@@ -28,7 +28,9 @@
 //! the control plane is fitted to the machine, see `ClusterOptions::large`);
 //! `KUBE_REMEDIATOR_BENCH_POPULATE=etcd` the pods written into etcd as copies of one made through
 //! the API, in seconds where the API's write path takes this machine over an hour at tier L
-//! (`populate_through_etcd`);
+//! (`populate_through_etcd`), and with it `KUBE_REMEDIATOR_BENCH_NOT_READY=N` about N of them
+//! Running with Ready=False, as the node controller leaves them (kept by the stale-readiness
+//! rule: a partial outage's aftermath);
 //! `KUBE_REMEDIATOR_BENCHBIN` a directory holding a built `peer`.
 //! `KUBE_REMEDIATOR_BENCH_ONLY=remediator` measures kube-remediator alone (its default lists,
 //! on the empty and the populated cluster: the rows a per-node or per-pod slope is read from),
@@ -880,6 +882,12 @@ async fn populate_through_etcd(
         .and_then(|a| a.as_str())
         .context("the first pod has no app label")?
         .to_string();
+    // `KUBE_REMEDIATOR_BENCH_NOT_READY=N`: about N of the copies, spread evenly, left Ready=False:
+    // a partial outage's aftermath, reproducibly, where an overloaded run made one by chance.
+    let not_ready = std::env::var("KUBE_REMEDIATOR_BENCH_NOT_READY")
+        .ok()
+        .and_then(|n| n.parse::<usize>().ok())
+        .map(|n| n.min(pods));
     let copy = |i: usize| -> Result<(String, Vec<u8>)> {
         let mut pod = template.clone();
         let name = format!("app-{i:05}");
@@ -903,6 +911,17 @@ async fn populate_through_etcd(
         let ip = format!("10.{}.{}.{}", 64 + (i >> 16), (i >> 8) & 255, i & 255);
         pod["status"]["podIP"] = json!(ip);
         pod["status"]["podIPs"] = json!([{ "ip": ip }]);
+        if not_ready.is_some_and(|n| i * n / pods != (i - 1) * n / pods) {
+            // Running, its containers ready, its Ready condition False with no reason: what the
+            // node controller leaves on a pod whose node stopped renewing its Lease and came back
+            // (it sets that condition alone), and what the stale-readiness rule keeps a record of.
+            let conditions = pod.pointer_mut("/status/conditions").and_then(|c| c.as_array_mut());
+            for c in conditions.into_iter().flatten() {
+                if c["type"] == "Ready" {
+                    c["status"] = json!("False");
+                }
+            }
+        }
         let key = format!("/registry/pods/{}/{name}", env.namespace);
         Ok((key, serde_json::to_vec(&pod)?))
     };
