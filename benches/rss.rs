@@ -142,6 +142,13 @@ fn through_etcd() -> bool {
     std::env::var("KUBE_REMEDIATOR_BENCH_POPULATE").is_ok_and(|v| v == "etcd")
 }
 
+/// `KUBE_REMEDIATOR_BENCH_NOT_READY=N`, with the population through etcd: about N of the pods,
+/// spread evenly, left Ready=False (a partial outage's aftermath, reproducibly, where an
+/// overloaded run made one by chance; see [`copy_pod`]).
+fn not_ready_pods() -> Option<usize> {
+    std::env::var("KUBE_REMEDIATOR_BENCH_NOT_READY").ok().and_then(|n| n.parse().ok())
+}
+
 /// `KUBE_REMEDIATOR_BENCH_ONLY=remediator`: kube-remediator alone, with its default lists.
 fn ours_only() -> bool {
     std::env::var("KUBE_REMEDIATOR_BENCH_ONLY").is_ok_and(|v| v == "remediator")
@@ -863,67 +870,31 @@ async fn populate_through_etcd(
     use http_body_util::BodyExt as _;
     let first = "app-00000";
     create_pod(env, 0, first, &nodes[0], owner_uid, None).await?;
+    // Read as the API server wrote it, every field kept (a typed Pod drops those it lacks).
     let path = format!("/api/v1/namespaces/{}/pods/{first}", env.namespace);
-    let started = Instant::now();
-    let template: serde_json::Value = loop {
-        let request = http::Request::get(path.as_str()).body(Vec::new())?;
-        let pod: serde_json::Value =
-            serde_json::from_str(&env.client.request_text(request).await?)?;
-        if pod.pointer("/status/podIP").is_some_and(|ip| ip.is_string()) {
-            break pod;
-        }
-        if started.elapsed() > Duration::from_secs(300) {
-            anyhow::bail!("kwok did not report {first} Running within 5 min");
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    };
+    let template = support::env::wait_for(
+        "kwok to report the first pod Running",
+        Duration::from_secs(300),
+        || async {
+            let request = http::Request::get(path.as_str()).body(Vec::new())?;
+            let pod: serde_json::Value =
+                serde_json::from_str(&env.client.request_text(request).await?)?;
+            Ok(pod.pointer("/status/podIP").is_some_and(|ip| ip.is_string()).then_some(pod))
+        },
+    )
+    .await?;
     let template_app = template
         .pointer("/metadata/labels/app")
         .and_then(|a| a.as_str())
         .context("the first pod has no app label")?
         .to_string();
-    // `KUBE_REMEDIATOR_BENCH_NOT_READY=N`: about N of the copies, spread evenly, left Ready=False:
-    // a partial outage's aftermath, reproducibly, where an overloaded run made one by chance.
-    let not_ready = std::env::var("KUBE_REMEDIATOR_BENCH_NOT_READY")
-        .ok()
-        .and_then(|n| n.parse::<usize>().ok())
-        .map(|n| n.min(pods));
+    let not_ready = not_ready_pods().map(|n| n.min(pods));
     let copy = |i: usize| -> Result<(String, Vec<u8>)> {
-        let mut pod = template.clone();
+        let node = &nodes[i % nodes.len()];
+        let left_not_ready = not_ready.is_some_and(|n| i * n / pods != (i - 1) * n / pods);
         let name = format!("app-{i:05}");
-        let app = format!("shop-{}", i % 30);
-        let meta = pod["metadata"].as_object_mut().context("no metadata")?;
-        meta.remove("resourceVersion");
-        meta.insert("name".into(), json!(name));
-        meta.insert("uid".into(), json!(format!("b3e1c0de-0000-4000-8000-{i:012x}")));
-        pod["metadata"]["labels"]["app"] = json!(app);
-        pod["spec"]["nodeName"] = json!(nodes[i % nodes.len()]);
-        let image = |v: &mut serde_json::Value| {
-            if let Some(image) = v.as_str() {
-                *v = json!(image.replace(&format!("/{template_app}/"), &format!("/{app}/")));
-            }
-        };
-        for list in ["/spec/containers", "/status/containerStatuses"] {
-            for c in pod.pointer_mut(list).and_then(|l| l.as_array_mut()).into_iter().flatten() {
-                image(&mut c["image"]);
-            }
-        }
-        let ip = format!("10.{}.{}.{}", 64 + (i >> 16), (i >> 8) & 255, i & 255);
-        pod["status"]["podIP"] = json!(ip);
-        pod["status"]["podIPs"] = json!([{ "ip": ip }]);
-        if not_ready.is_some_and(|n| i * n / pods != (i - 1) * n / pods) {
-            // Running, its containers ready, its Ready condition False with no reason: what the
-            // node controller leaves on a pod whose node stopped renewing its Lease and came back
-            // (it sets that condition alone), and what the stale-readiness rule keeps a record of.
-            let conditions = pod.pointer_mut("/status/conditions").and_then(|c| c.as_array_mut());
-            for c in conditions.into_iter().flatten() {
-                if c["type"] == "Ready" {
-                    c["status"] = json!("False");
-                }
-            }
-        }
-        let key = format!("/registry/pods/{}/{name}", env.namespace);
-        Ok((key, serde_json::to_vec(&pod)?))
+        let pod = copy_pod(&template, &template_app, i, &name, node, left_not_ready)?;
+        Ok((format!("/registry/pods/{}/{name}", env.namespace), serde_json::to_vec(&pod)?))
     };
     let http = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
         .build_http::<http_body_util::Full<bytes::Bytes>>();
@@ -931,18 +902,18 @@ async fn populate_through_etcd(
     let b64 = base64::engine::general_purpose::STANDARD;
     // etcd takes at most 128 operations and 1.5 MiB a request (its defaults); base64 adds a third.
     let per_txn = (700_000 / serde_json::to_vec(&template)?.len()).clamp(1, 100);
-    let batches: Vec<Vec<usize>> =
-        (1..pods).collect::<Vec<_>>().chunks(per_txn).map(|c| c.to_vec()).collect();
+    let batches = (1..pods).step_by(per_txn).map(|start| start..(start + per_txn).min(pods));
     let started = Instant::now();
     let written = futures::stream::iter(batches)
         .map(|batch| {
             let (http, txn_url, copy, b64) = (&http, &txn_url, &copy, &b64);
             async move {
                 let mut puts = Vec::with_capacity(batch.len());
-                for &i in &batch {
+                for i in batch {
                     let (key, value) = copy(i)?;
                     puts.push(json!({ "requestPut": { "key": b64.encode(key), "value": b64.encode(value) } }));
                 }
+                let count = puts.len();
                 let body = serde_json::to_vec(&json!({ "success": puts }))?;
                 let request = http::Request::post(txn_url.as_str())
                     .header("content-type", "application/json")
@@ -953,7 +924,7 @@ async fn populate_through_etcd(
                 if !status.is_success() {
                     anyhow::bail!("etcd refused a transaction: {status} {}", String::from_utf8_lossy(&answer));
                 }
-                Ok(batch.len())
+                Ok(count)
             }
         })
         .buffer_unordered(4)
@@ -979,6 +950,47 @@ async fn populate_through_etcd(
         started.elapsed().as_secs_f64()
     );
     Ok(listed)
+}
+
+/// Copy `i` of `template` (the first pod, of the app `template_app`, as the API server returns
+/// it), named `name`: its own uid, app, image, node and pod IP; `left_not_ready`: its Ready condition
+/// False with no reason, its containers still ready, what the node controller leaves on a pod
+/// whose node stopped renewing its Lease and came back (it sets that condition alone), and what
+/// the stale-readiness rule keeps a record of.
+fn copy_pod(
+    template: &serde_json::Value,
+    template_app: &str,
+    i: usize,
+    name: &str,
+    node: &str,
+    left_not_ready: bool,
+) -> Result<serde_json::Value> {
+    let mut pod = template.clone();
+    let app = format!("shop-{}", i % 30);
+    let meta = pod["metadata"].as_object_mut().context("no metadata")?;
+    meta.remove("resourceVersion");
+    meta.insert("name".into(), json!(name));
+    meta.insert("uid".into(), json!(format!("b3e1c0de-0000-4000-8000-{i:012x}")));
+    pod["metadata"]["labels"]["app"] = json!(app);
+    pod["spec"]["nodeName"] = json!(node);
+    for list in ["/spec/containers", "/status/containerStatuses"] {
+        for c in pod.pointer_mut(list).and_then(|l| l.as_array_mut()).into_iter().flatten() {
+            if let Some(image) = c["image"].as_str() {
+                c["image"] =
+                    json!(image.replace(&format!("/{template_app}/"), &format!("/{app}/")));
+            }
+        }
+    }
+    let ip = format!("10.{}.{}.{}", 64 + (i >> 16), (i >> 8) & 255, i & 255);
+    pod["status"]["podIP"] = json!(ip);
+    pod["status"]["podIPs"] = json!([{ "ip": ip }]);
+    if left_not_ready {
+        let conditions = pod.pointer_mut("/status/conditions").and_then(|c| c.as_array_mut());
+        for c in conditions.into_iter().flatten().filter(|c| c["type"] == "Ready") {
+            c["status"] = json!("False");
+        }
+    }
+    Ok(pod)
 }
 
 /// A pod as real workloads have them, bound to `node`, then labelled by a second field manager
